@@ -1,0 +1,11 @@
+# Per-target warnings and sanitizers (never global flags), following spdlog's cmake/utils.cmake.
+function(outbox_target_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+  if(OUTBOX_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(OUTBOX_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${OUTBOX_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=${OUTBOX_SANITIZE})
+  endif()
+endfunction()

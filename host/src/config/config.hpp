@@ -1,0 +1,78 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace outbox::config {
+
+using std::chrono::milliseconds;
+
+/// A bad configuration value. what() is the one line printed before exit code 2: the key
+/// (and the environment variable it came from), the value, and what is allowed.
+class ConfigError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct HandlerSettings {
+    std::optional<int> max_concurrency;         // fleet-wide calls in flight
+    std::optional<double> rate_limit_per_second;  // fleet-wide call starts per second
+    milliseconds timeout{std::chrono::seconds{30}};
+    std::string config_json = "{}";  // the `config:` section as JSON
+};
+
+struct Config {
+    struct Database {
+        std::string url;  // empty: libpq's defaults (PGHOST, PGDATABASE, ...)
+        int pool_size = 4;
+    } database;
+    struct Outbox {
+        bool enabled = true;
+        milliseconds poll_interval{std::chrono::seconds{1}};
+        int batch_size = 20;
+        milliseconds lease_duration{std::chrono::minutes{5}};
+        int max_attempts = 8;
+        milliseconds initial_backoff{std::chrono::seconds{1}};
+        milliseconds max_backoff{std::chrono::minutes{5}};
+        int concurrency = 8;
+        milliseconds shutdown_timeout{std::chrono::seconds{30}};
+        milliseconds retention{std::chrono::hours{24 * 7}};
+        std::string host_id;  // empty: "<hostname>:<pid>"
+    } outbox;
+    struct Plugins {
+        std::string dir = "/usr/lib/outboxd/plugins";
+    } plugins;
+    struct Admin {
+        std::string listen = "127.0.0.1:8080";  // "off" disables the listener
+        std::string jwt_secret;                 // OUTBOX_ADMIN_JWT_SECRET only, never from YAML
+        std::string jwt_public_key_file;        // RS256 public key (PEM)
+        std::string jwt_issuer;
+        std::string jwt_audience;
+    } admin;
+    struct Log {
+        std::string level = "info";
+        std::string format = "text";  // or "json"
+    } log;
+    std::map<std::string, HandlerSettings> handlers;
+
+    /// Settings for `handler_name`, defaults when the file has no section for it.
+    [[nodiscard]] HandlerSettings handler(const std::string& handler_name) const;
+};
+
+/// Looks up an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup process_environment();
+
+/// Parses YAML text (may be empty) and applies OUTBOX_* overrides from `env`. Unknown
+/// keys, wrong types, out-of-range values and secrets written into the file are errors.
+/// `source` names the text in error messages (a file path).
+Config parse_config(const std::string& yaml_text, const std::string& source, const EnvLookup& env);
+
+/// Reads and parses `path`; no path: defaults and environment only.
+Config load_config(const std::optional<std::string>& path, const EnvLookup& env);
+
+}  // namespace outbox::config

@@ -1,0 +1,259 @@
+#pragma once
+// SafePayload: the only way the C++ publisher API builds an event payload.
+//
+// Payloads are stored in event_publication and read by operators, so they must carry
+// identifiers, not personal data. A PayloadSchema declares each allowed field and its
+// kind; SafePayload refuses undeclared fields, wrong kinds, oversize strings, and string
+// values shaped like e-mail addresses, phone numbers, JWTs or long digit runs. Values are
+// scalars only, so the result is always a flat JSON object. Error messages name the field
+// and the rule, never the value.
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace outbox::sdk {
+
+/// Largest payload accepted, in bytes of JSON text; outbox_publish() enforces the same.
+inline constexpr std::size_t kMaxPayloadBytes = 8192;
+
+enum class FieldKind {
+    Uuid,        ///< canonical 8-4-4-4-12 hex UUID text
+    Identifier,  ///< [A-Za-z0-9_.:-]+, e.g. "mission-42" or "SUMMER_SOLSTICE"; no run of 13+ digits
+    String,      ///< short free text; rejected when shaped like PII (e-mail, phone, JWT, 9+ digits)
+    Integer,     ///< signed 64-bit integer
+    Number,      ///< finite double
+    Boolean,
+};
+
+struct FieldSpec {
+    std::string name;
+    FieldKind kind = FieldKind::String;
+    std::size_t max_length = 256;  ///< for Identifier and String values, in bytes
+    bool required = true;
+};
+
+/// Thrown by SafePayload. field() names the offending field; what() names the rule.
+class PayloadError : public std::invalid_argument {
+public:
+    PayloadError(std::string field, const std::string& rule)
+        : std::invalid_argument("payload field '" + field + "': " + rule), field_(std::move(field)) {}
+    [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+private:
+    std::string field_;
+};
+
+namespace detail {
+
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+inline bool is_b64url(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' || c == '_';
+}
+
+inline bool looks_like_uuid(std::string_view s) {
+    if (s.size() != 36) return false;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-') return false;
+        } else if (!(is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+inline bool looks_like_email(std::string_view s) {
+    for (std::size_t at = s.find('@'); at != std::string_view::npos; at = s.find('@', at + 1)) {
+        if (at == 0 || s[at - 1] == ' ') continue;
+        const auto end = s.find_first_of(" \t\n", at);
+        const auto domain = s.substr(at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
+        const auto dot = domain.find('.');
+        if (dot != std::string_view::npos && dot > 0 && dot + 1 < domain.size()) return true;
+    }
+    return false;
+}
+
+inline bool looks_like_jwt(std::string_view s) {
+    for (std::size_t pos = s.find("eyJ"); pos != std::string_view::npos; pos = s.find("eyJ", pos + 1)) {
+        std::size_t i = pos;
+        int dots = 0;
+        std::size_t segment = 0;
+        for (; i < s.size(); ++i) {
+            if (s[i] == '.') {
+                if (segment == 0) break;
+                ++dots;
+                segment = 0;
+            } else if (is_b64url(s[i])) {
+                ++segment;
+            } else {
+                break;
+            }
+        }
+        if (dots >= 2 && segment > 0) return true;
+    }
+    return false;
+}
+
+/// Longest run of digits, counting only digits but letting phone separators
+/// (space, +, -, ., (, )) continue the run when `through_separators`.
+inline std::size_t longest_digit_run(std::string_view s, bool through_separators) {
+    std::size_t best = 0;
+    std::size_t run = 0;
+    for (const char c : s) {
+        if (is_digit(c)) {
+            best = std::max(best, ++run);
+        } else if (!(through_separators && (c == ' ' || c == '+' || c == '-' || c == '.' || c == '(' || c == ')'))) {
+            run = 0;
+        }
+    }
+    return best;
+}
+
+inline const char* kind_name(FieldKind kind) {
+    switch (kind) {
+        case FieldKind::Uuid: return "Uuid";
+        case FieldKind::Identifier: return "Identifier";
+        case FieldKind::String: return "String";
+        case FieldKind::Integer: return "Integer";
+        case FieldKind::Number: return "Number";
+        case FieldKind::Boolean: return "Boolean";
+    }
+    return "?";
+}
+
+}  // namespace detail
+
+/// The allow-list of one event type's payload fields.
+class PayloadSchema {
+public:
+    PayloadSchema(std::initializer_list<FieldSpec> fields) : fields_(fields) {}
+
+    [[nodiscard]] const FieldSpec* find(std::string_view name) const {
+        for (const auto& field : fields_) {
+            if (field.name == name) return &field;
+        }
+        return nullptr;
+    }
+    [[nodiscard]] const std::vector<FieldSpec>& fields() const noexcept { return fields_; }
+
+private:
+    std::vector<FieldSpec> fields_;
+};
+
+/// A payload under construction. set() validates each value as it is added and throws
+/// PayloadError on the first violation; json() checks required fields and total size.
+/// Not thread-safe; cheap to copy.
+class SafePayload {
+public:
+    explicit SafePayload(const PayloadSchema& schema) : schema_(&schema), values_(nlohmann::json::object()) {}
+
+    SafePayload& set(std::string_view name, std::string_view value) {
+        const FieldSpec& spec = declared(name);
+        switch (spec.kind) {
+            case FieldKind::Uuid:
+                if (!detail::looks_like_uuid(value)) throw PayloadError(spec.name, "is declared Uuid but is not a UUID");
+                break;
+            case FieldKind::Identifier:
+                check_length(spec, value);
+                for (const char c : value) {
+                    if (!(detail::is_b64url(c) || c == '.' || c == ':')) {
+                        throw PayloadError(spec.name, "an Identifier may only contain letters, digits and _ . : -");
+                    }
+                }
+                if (detail::looks_like_jwt(value)) throw PayloadError(spec.name, "value is shaped like a JWT");
+                if (detail::longest_digit_run(value, false) >= 13) {
+                    throw PayloadError(spec.name, "value contains a run of 13 or more digits");
+                }
+                break;
+            case FieldKind::String:
+                check_length(spec, value);
+                if (detail::looks_like_email(value)) throw PayloadError(spec.name, "value is shaped like an e-mail address");
+                if (detail::looks_like_jwt(value)) throw PayloadError(spec.name, "value is shaped like a JWT");
+                if (detail::longest_digit_run(value, true) >= 9) {
+                    throw PayloadError(spec.name, "value is shaped like a phone number or long digit run");
+                }
+                break;
+            default:
+                throw PayloadError(spec.name, std::string("is declared ") + detail::kind_name(spec.kind) + ", not text");
+        }
+        values_[spec.name] = std::string(value);
+        return *this;
+    }
+    SafePayload& set(std::string_view name, const char* value) { return set(name, std::string_view(value)); }
+    SafePayload& set(std::string_view name, const std::string& value) { return set(name, std::string_view(value)); }
+
+    SafePayload& set(std::string_view name, bool value) {
+        const FieldSpec& spec = declared(name);
+        expect_kind(spec, FieldKind::Boolean);
+        values_[spec.name] = value;
+        return *this;
+    }
+
+    template <class T>
+        requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    SafePayload& set(std::string_view name, T value) {
+        const FieldSpec& spec = declared(name);
+        expect_kind(spec, FieldKind::Integer);
+        if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(std::int64_t)) {
+            if (value > static_cast<T>(INT64_MAX)) throw PayloadError(spec.name, "integer does not fit in 64 bits");
+        }
+        values_[spec.name] = static_cast<std::int64_t>(value);
+        return *this;
+    }
+
+    SafePayload& set(std::string_view name, double value) {
+        const FieldSpec& spec = declared(name);
+        expect_kind(spec, FieldKind::Number);
+        if (!(value == value) || value > 1.7976931348623157e308 || value < -1.7976931348623157e308) {
+            throw PayloadError(spec.name, "number is not finite");
+        }
+        values_[spec.name] = value;
+        return *this;
+    }
+
+    /// The payload as compact JSON text. Throws PayloadError when a required field is
+    /// missing or the text is larger than kMaxPayloadBytes.
+    [[nodiscard]] std::string json() const {
+        for (const auto& field : schema_->fields()) {
+            if (field.required && !values_.contains(field.name)) throw PayloadError(field.name, "is required but not set");
+        }
+        std::string text = values_.dump();
+        if (text.size() > kMaxPayloadBytes) {
+            throw PayloadError("*", "payload is larger than " + std::to_string(kMaxPayloadBytes) + " bytes");
+        }
+        return text;
+    }
+
+private:
+    const FieldSpec& declared(std::string_view name) const {
+        const FieldSpec* spec = schema_->find(name);
+        if (spec == nullptr) throw PayloadError(std::string(name), "is not declared in the payload schema");
+        return *spec;
+    }
+    static void expect_kind(const FieldSpec& spec, FieldKind kind) {
+        if (spec.kind != kind) {
+            throw PayloadError(spec.name, std::string("is declared ") + detail::kind_name(spec.kind) + ", got " +
+                                              detail::kind_name(kind));
+        }
+    }
+    static void check_length(const FieldSpec& spec, std::string_view value) {
+        if (value.empty()) throw PayloadError(spec.name, "is empty");
+        if (value.size() > spec.max_length) {
+            throw PayloadError(spec.name, "is longer than " + std::to_string(spec.max_length) + " bytes");
+        }
+    }
+
+    const PayloadSchema* schema_;
+    nlohmann::json values_;
+};
+
+}  // namespace outbox::sdk
