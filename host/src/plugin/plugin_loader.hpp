@@ -1,0 +1,63 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "outbox/sdk/handler.hpp"
+
+namespace outbox::plugin {
+
+/// A handler plugin that passed every check and was constructed.
+struct LoadedPlugin {
+    std::filesystem::path file;  // the file in the plugin directory (not the private copy)
+    std::string handler_name;
+    std::vector<std::string> event_types;
+    std::string abi;  // e.g. "1.0 (sdk 1.0.0, libstdc++/cxx11)"
+    /// The handler. Its deleter destroys the object and then releases the library, so the
+    /// code stays mapped for as long as anything holds this pointer.
+    std::shared_ptr<sdk::Handler> handler;
+};
+
+/// A plugin file that was refused; `reason` is one sentence (no plugin what() text).
+struct RejectedPlugin {
+    std::filesystem::path file;
+    std::string reason;
+};
+
+using LoadResult = std::variant<LoadedPlugin, RejectedPlugin>;
+
+/// handler_name -> that handler's `config` section as JSON text.
+using HandlerConfigs = std::map<std::string, std::string>;
+
+/// Loads plugin files with Boost.DLL. Never throws for a bad file: every problem becomes a
+/// RejectedPlugin. Each file is first copied into `private_dir` and loaded from the copy
+/// (rtld_now), so a file overwritten in place cannot crash the host.
+class PluginLoader {
+public:
+    explicit PluginLoader(std::filesystem::path private_dir);
+
+    /// Reads the manifest, checks the ABI, resolves the factory and constructs the handler
+    /// with its config section (chosen by handler_name; "{}" when there is none).
+    LoadResult load_file(const std::filesystem::path& file, const HandlerConfigs& configs);
+
+private:
+    std::filesystem::path private_dir_;
+    unsigned long long copies_ = 0;
+};
+
+/// The result of loading every "*.so" in a directory (sorted by file name).
+struct DirectoryLoad {
+    std::vector<LoadedPlugin> loaded;
+    std::vector<RejectedPlugin> rejected;
+};
+
+/// Loads every "*.so" in `dir` in file-name order. A file whose handler_name was already
+/// loaded from another file is rejected as a duplicate. A missing or unreadable directory
+/// is a single rejection naming the directory.
+DirectoryLoad load_directory(PluginLoader& loader, const std::filesystem::path& dir, const HandlerConfigs& configs);
+
+}  // namespace outbox::plugin
