@@ -1,5 +1,64 @@
 #include "app/cli.hpp"
 
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "app/commands.hpp"
+#include "app/plugins_check.hpp"
+#include "config/config.hpp"
+#include "log/log.hpp"
+
 namespace outbox::app {
-int run_cli(int, char**) { return 0; }
+
+int run_cli(int argc, char** argv) {
+    CLI::App app{"outboxd: transactional-outbox worker runtime for PostgreSQL"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION);
+    std::string config_path;
+    app.add_option("-c,--config", config_path, "YAML configuration file (default: defaults and OUTBOX_* environment)")
+        ->check(CLI::ExistingFile);
+
+    auto* run = app.add_subcommand("run", "process events until SIGTERM/SIGINT");
+    bool migrate_first = false;
+    run->add_flag("--migrate", migrate_first, "apply pending migrations before starting");
+    auto* migrate = app.add_subcommand("migrate", "apply pending schema migrations");
+    auto* status = app.add_subcommand("status", "show backlog, unhandled event types and events needing review");
+    auto* plugins = app.add_subcommand("plugins", "inspect plugin files");
+    plugins->require_subcommand(1);
+    auto* check = plugins->add_subcommand("check", "load every plugin in DIR and report OK or the reason it is refused");
+    std::string check_dir;
+    check->add_option("DIR", check_dir, "plugin directory")->required();
+    // The config option is accepted after the subcommand as well.
+    for (auto* sub : {run, migrate, status, check}) {
+        sub->add_option("-c,--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
+    }
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
+
+    config::Config config;
+    try {
+        config = config::load_config(config_path.empty() ? std::nullopt : std::optional<std::string>(config_path),
+                                     config::process_environment());
+    } catch (const config::ConfigError& e) {
+        std::cerr << "outboxd: config error: " << e.what() << "\n";
+        return 2;
+    }
+    log::init(config.log.level, config.log.format);
+
+    if (*run) return run_command(config, migrate_first);
+    if (*migrate) return migrate_command(config);
+    if (*status) return status_command(config);
+    if (*check) {
+        plugin::HandlerConfigs configs;
+        for (const auto& [name, settings] : config.handlers) configs[name] = settings.config_json;
+        return plugins_check(check_dir, configs, std::cout);
+    }
+    return 2;
+}
+
 }  // namespace outbox::app

@@ -1,0 +1,70 @@
+#include <iomanip>
+#include <iostream>
+
+#include <pqxx/pqxx>
+
+#include "app/commands.hpp"
+#include "db/connection_pool.hpp"
+#include "db/db_error.hpp"
+
+namespace outbox::app {
+namespace {
+
+constexpr const char* kCountsSql = R"SQL(
+SELECT status, event_type, count(*) FROM event_publication GROUP BY status, event_type ORDER BY status, event_type
+)SQL";
+
+constexpr const char* kOldestSql = R"SQL(
+SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::bigint
+FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
+)SQL";
+
+// A type is reported unhandled when it has due events nobody has ever attempted for over a
+// minute while nothing of that type is in flight: no host in the fleet claims it.
+constexpr const char* kUnhandledSql = R"SQL(
+SELECT event_type, count(*), extract(epoch FROM now() - min(occurred_at))::bigint
+FROM event_publication p
+WHERE status = 'PENDING' AND attempt_count = 0 AND next_attempt_at < now() - interval '1 minute'
+  AND NOT EXISTS (SELECT 1 FROM event_publication q WHERE q.status = 'PROCESSING' AND q.event_type = p.event_type)
+GROUP BY event_type ORDER BY event_type
+)SQL";
+
+constexpr const char* kReviewSql = R"SQL(
+SELECT event_type, coalesce(last_error_code, '-'), count(*) FROM event_publication
+WHERE status = 'REVIEW_REQUIRED' GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
+)SQL";
+
+}  // namespace
+
+int status_command(const config::Config& config) {
+    try {
+        auto conn = db::open_connection(config.database.url);
+        pqxx::read_transaction tx(*conn);
+        std::cout << "EVENTS BY STATUS AND TYPE\n";
+        std::cout << std::left << std::setw(18) << "STATUS" << std::setw(32) << "EVENT TYPE" << "COUNT\n";
+        for (const auto& row : tx.exec(kCountsSql)) {
+            std::cout << std::setw(18) << row[0].c_str() << std::setw(32) << row[1].c_str() << row[2].c_str() << "\n";
+        }
+        std::cout << "\noldest undelivered event: " << tx.exec(kOldestSql)[0][0].as<long long>() << "s old\n";
+        const pqxx::result unhandled = tx.exec(kUnhandledSql);
+        std::cout << "\nUNHANDLED EVENT TYPES (pending for over a minute, never claimed)\n";
+        if (unhandled.empty()) std::cout << "none\n";
+        for (const auto& row : unhandled) {
+            std::cout << std::setw(32) << row[0].c_str() << row[1].c_str() << " event(s), oldest " << row[2].c_str()
+                      << "s\n";
+        }
+        const pqxx::result review = tx.exec(kReviewSql);
+        std::cout << "\nREVIEW_REQUIRED BY TYPE AND CODE\n";
+        if (review.empty()) std::cout << "none\n";
+        for (const auto& row : review) {
+            std::cout << std::setw(32) << row[0].c_str() << std::setw(24) << row[1].c_str() << row[2].c_str() << "\n";
+        }
+        return 0;
+    } catch (const std::exception&) {
+        std::cerr << "outboxd status: " << db::classify_db_error(std::current_exception()).describe()
+                  << "; check database.url / OUTBOX_DATABASE_URL and run `outboxd migrate`\n";
+        return 1;
+    }
+}
+
+}  // namespace outbox::app

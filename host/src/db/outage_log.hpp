@@ -1,0 +1,38 @@
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "db/db_error.hpp"
+
+namespace outbox::db {
+
+/// One per host: logs one line when the database becomes unreachable (naming the component
+/// that noticed) and one when it is back, however many attempts fail in between. Thread-safe.
+class OutageLog {
+public:
+    void failed(const std::string& component, const DbFailure& failure);
+    void succeeded();
+
+private:
+    std::mutex mutex_;
+    bool down_ = false;
+    std::chrono::steady_clock::time_point since_{};
+};
+
+/// Delays between reconnect attempts: 100ms doubling to 5s.
+class ReconnectBackoff {
+public:
+    std::chrono::milliseconds next() noexcept {
+        const auto current = delay_;
+        delay_ = std::min(delay_ * 2, std::chrono::milliseconds{5000});
+        return current;
+    }
+    void reset() noexcept { delay_ = std::chrono::milliseconds{100}; }
+
+private:
+    std::chrono::milliseconds delay_{100};
+};
+
+}  // namespace outbox::db

@@ -1,0 +1,94 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+
+#include <pqxx/connection>
+
+#include "db/connection_pool.hpp"
+#include "db/db_error.hpp"
+#include "db/outage_log.hpp"
+#include "log/log.hpp"
+
+namespace outbox::dispatch {
+
+/// Sleeps until `delay` passed or `stop` was requested; returns false when stopped.
+inline bool sleep_for(std::chrono::milliseconds delay, std::stop_token stop) {
+    std::mutex mutex;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mutex);
+    return !cv.wait_for(lock, stop, delay, [] { return false; }) && !stop.stop_requested();
+}
+
+/// A background component's own connection: opened on demand, dropped when broken, and
+/// re-opened with backoff. Database failures are classified in db::classify_db_error and
+/// reported once per outage through the host's OutageLog.
+class DbSession {
+public:
+    DbSession(std::string url, std::string component, db::OutageLog& outage)
+        : url_(std::move(url)), component_(std::move(component)), outage_(outage) {}
+
+    /// Runs `work(connection)`. Returns true when it succeeded; false after a failure (then
+    /// it has already waited its backoff, unless stopped).
+    template <class Work>
+    bool run(Work&& work, std::stop_token stop) {
+        try {
+            if (!conn_ || !conn_->is_open()) conn_ = db::open_connection(url_);
+            work(*conn_);
+            outage_.succeeded();
+            backoff_.reset();
+            return true;
+        } catch (...) {
+            const db::DbFailure failure = db::classify_db_error(std::current_exception());
+            if (failure.kind == db::DbFailureKind::ConnectionBroken || failure.kind == db::DbFailureKind::InDoubt) {
+                conn_.reset();
+                outage_.failed(component_, failure);
+            } else if (failure.kind == db::DbFailureKind::Conflict) {
+                return false;  // retry the unit of work at once
+            } else {
+                // An SQL error here is a bug or a schema problem; say so, then back off.
+                log::error(component_ + " failed: " + failure.describe());
+                conn_.reset();
+            }
+            sleep_for(backoff_.next(), stop);
+            return false;
+        }
+    }
+
+private:
+    std::string url_;
+    std::string component_;
+    db::OutageLog& outage_;
+    std::unique_ptr<pqxx::connection> conn_;
+    db::ReconnectBackoff backoff_;
+};
+
+/// A level-triggered wake-up: notify() makes the next (or current) wait return at once.
+class Wakeup {
+public:
+    void notify() {
+        {
+            std::lock_guard lock(mutex_);
+            pending_ = true;
+        }
+        cv_.notify_all();
+    }
+    /// Waits up to `timeout`; returns true when woken by notify().
+    bool wait_for(std::chrono::milliseconds timeout, std::stop_token stop) {
+        std::unique_lock lock(mutex_);
+        const bool woken = cv_.wait_for(lock, stop, timeout, [&] { return pending_; });
+        pending_ = false;
+        return woken;
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable_any cv_;
+    bool pending_ = false;
+};
+
+}  // namespace outbox::dispatch

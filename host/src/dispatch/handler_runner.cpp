@@ -1,0 +1,116 @@
+#include "dispatch/handler_runner.hpp"
+
+#include <pqxx/pqxx>
+
+#include "db/db_error.hpp"
+#include "dispatch/host_context.hpp"
+
+namespace outbox::dispatch {
+namespace {
+
+using Kind = core::HandlerOutcome::Kind;
+
+core::HandlerOutcome from_disposition(const sdk::Disposition& disposition) {
+    core::HandlerOutcome outcome;
+    outcome.kind = disposition.kind == sdk::Disposition::Kind::Review ? Kind::Review : Kind::Retry;
+    outcome.error_code = core::sanitize_error_code(disposition.code);
+    outcome.retry_after = disposition.retry_after;
+    if (outcome.retry_after && outcome.retry_after->count() < 0) outcome.retry_after.reset();
+    return outcome;
+}
+
+core::HandlerOutcome failed(Kind kind, std::string code) { return core::HandlerOutcome{kind, std::move(code), std::nullopt}; }
+
+// Called only inside a catch block of an exception thrown by the plugin.
+sdk::Disposition classify_current(const sdk::Handler& handler, const std::exception& error) noexcept {
+    try {
+        return handler.classify(error);
+    } catch (...) {
+        return sdk::Disposition::retry("UNCLASSIFIED");
+    }
+}
+
+// A commit that lost its connection may or may not have happened: look, never replay.
+core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::LeaseRef& lease,
+                                        const std::string& handler_name) {
+    try {
+        auto conn = pool.acquire();
+        pqxx::read_transaction tx(*conn);
+        const auto rows = tx.exec_params("SELECT 1 FROM event_consumption WHERE event_id = $1::uuid AND handler_name = $2",
+                                         lease.event_id, handler_name);
+        if (!rows.empty()) return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
+    } catch (...) {
+        // Still unknown: a retry is safe because a committed consumption row makes the
+        // next attempt skip this handler.
+    }
+    return failed(Kind::Retry, "DB_UNAVAILABLE");
+}
+
+core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, const lease::LeaseRef& lease,
+                                       const std::string& handler_name) {
+    try {
+        if (!lease::fence_and_consume(db.transaction(), lease, handler_name)) {
+            db.rollback();
+            return failed(Kind::LeaseLost, "LEASE_LOST");
+        }
+        db.transaction().commit();
+        db.close_after_commit();
+        return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
+    } catch (...) {
+        const db::DbFailure failure = db::classify_db_error(std::current_exception());
+        switch (failure.kind) {
+            case db::DbFailureKind::InDoubt:
+                db.discard();
+                return reread_consumption(pool, lease, handler_name);
+            case db::DbFailureKind::ConnectionBroken:
+                db.discard();
+                return reread_consumption(pool, lease, handler_name);
+            case db::DbFailureKind::Conflict: db.rollback(); return failed(Kind::Retry, "DB_CONFLICT");
+            case db::DbFailureKind::Sql:
+                db.rollback();
+                return failed(Kind::Review, "DB_" + (failure.sqlstate.empty() ? std::string("ERROR") : failure.sqlstate));
+            case db::DbFailureKind::Other: db.rollback(); return failed(Kind::Retry, "DB_ERROR");
+        }
+    }
+    return failed(Kind::Retry, "DB_ERROR");
+}
+
+}  // namespace
+
+HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, const InFlight& flight,
+                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop) {
+    const auto started = std::chrono::steady_clock::now();
+    HandlerRun run;
+    HostDb db(pool);
+    HostContext ctx(db, flight.lost, hard_stop, started + entry.settings.timeout, entry.settings.config_json,
+                    claimed.event.id, claimed.event.type, entry.name, claimed.event.attempt);
+
+    std::optional<sdk::Disposition> thrown;
+    try {
+        entry.handler->handle(claimed.event, ctx);
+    } catch (const std::exception& error) {
+        thrown = classify_current(*entry.handler, error);
+    } catch (...) {
+        thrown = sdk::Disposition::retry("UNCLASSIFIED");
+    }
+
+    if (flight.lost) {
+        db.rollback();
+        run.outcome = failed(Kind::LeaseLost, "LEASE_LOST");
+    } else if (thrown) {
+        db.rollback();
+        run.outcome = from_disposition(*thrown);
+    } else if (db.failure()) {
+        db.rollback();
+        run.outcome = failed(db.failure()->first ? Kind::Retry : Kind::Review, db.failure()->second);
+    } else if (db.opened()) {
+        run.outcome = commit_with_fence(db, pool, flight.lease, entry.name);
+    } else {
+        run.outcome = core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
+        run.consumption_pending = true;
+    }
+    run.duration = std::chrono::steady_clock::now() - started;
+    return run;
+}
+
+}  // namespace outbox::dispatch

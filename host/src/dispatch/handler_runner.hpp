@@ -1,0 +1,31 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+
+#include "core/transition.hpp"
+#include "db/connection_pool.hpp"
+#include "dispatch/handler_set.hpp"
+#include "dispatch/in_flight.hpp"
+#include "lease/lease_store.hpp"
+
+namespace outbox::dispatch {
+
+/// The result of one handler call on one event.
+struct HandlerRun {
+    core::HandlerOutcome outcome;
+    /// The handler succeeded without ctx.db(): its consumption row is still to be written,
+    /// batched with the event's fenced status update.
+    bool consumption_pending = false;
+    std::chrono::nanoseconds duration{0};
+};
+
+/// Turns one (handler, event) into an outcome value. Never throws: a plugin's exception is
+/// classified by the plugin's own classify() inside the catch block (while its library is
+/// loaded), and only the sanitized code leaves this function. When the handler used
+/// ctx.db(), its transaction commits together with the consumption row after the lease
+/// fence; a commit whose outcome is unknown is re-read, never replayed.
+HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, const InFlight& flight,
+                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop);
+
+}  // namespace outbox::dispatch

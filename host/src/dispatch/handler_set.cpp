@@ -1,0 +1,23 @@
+#include "dispatch/handler_set.hpp"
+
+namespace outbox::dispatch {
+
+HandlerSet::HandlerSet(std::vector<HandlerEntry> entries) : entries_(std::move(entries)) {
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+        for (const auto& type : entries_[i].event_types) {
+            auto& indexes = by_type_[type];
+            if (indexes.empty() || indexes.back() != i) indexes.push_back(i);
+        }
+    }
+    for (const auto& [type, indexes] : by_type_) event_types_.push_back(type);
+}
+
+std::vector<const HandlerEntry*> HandlerSet::for_type(const std::string& event_type) const {
+    std::vector<const HandlerEntry*> result;
+    const auto found = by_type_.find(event_type);
+    if (found == by_type_.end()) return result;
+    for (const auto index : found->second) result.push_back(&entries_[index]);
+    return result;
+}
+
+}  // namespace outbox::dispatch

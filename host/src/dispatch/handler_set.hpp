@@ -1,0 +1,42 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "outbox/sdk/handler.hpp"
+
+namespace outbox::dispatch {
+
+/// One loaded handler with the host's settings for it.
+struct HandlerEntry {
+    std::string name;
+    std::vector<std::string> event_types;
+    std::shared_ptr<sdk::Handler> handler;  // keeps its plugin library loaded
+    config::HandlerSettings settings;
+    std::filesystem::path file;
+};
+
+/// An immutable snapshot of the handlers a host routes to. Replaced as a whole (never
+/// mutated) so a worker that took a snapshot keeps its handlers alive until it is done.
+class HandlerSet {
+public:
+    HandlerSet() = default;
+    explicit HandlerSet(std::vector<HandlerEntry> entries);
+
+    /// Handlers that support `event_type`, in load order.
+    [[nodiscard]] std::vector<const HandlerEntry*> for_type(const std::string& event_type) const;
+    /// Every event type some handler supports, sorted: what this host may claim.
+    [[nodiscard]] const std::vector<std::string>& event_types() const noexcept { return event_types_; }
+    [[nodiscard]] const std::vector<HandlerEntry>& entries() const noexcept { return entries_; }
+
+private:
+    std::vector<HandlerEntry> entries_;
+    std::map<std::string, std::vector<std::size_t>> by_type_;
+    std::vector<std::string> event_types_;
+};
+
+}  // namespace outbox::dispatch

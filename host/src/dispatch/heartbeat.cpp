@@ -1,0 +1,50 @@
+#include "dispatch/heartbeat.hpp"
+
+#include "dispatch/db_session.hpp"
+#include "lease/lease_store.hpp"
+#include "log/log.hpp"
+
+namespace outbox::dispatch {
+
+void Heartbeat::run(std::stop_token stop) {
+    DbSession session(url_, "heartbeat", outage_);
+    while (sleep_for(interval_, stop)) {
+        const std::vector<lease::LeaseRef> leases = in_flight_.leases();
+        if (leases.empty()) continue;
+        session.run(
+            [&](pqxx::connection& conn) {
+                lease::LeaseStore store(conn);
+                const std::vector<std::string> kept = store.extend(leases, lease_);
+                const int lost = in_flight_.mark_lost_except(leases, kept);
+                if (lost > 0) {
+                    metrics_.leases_lost(static_cast<std::uint64_t>(lost));
+                    log::warn(std::to_string(lost) + " lease(s) lost to another host; their attempts are cancelled");
+                }
+            },
+            stop);
+    }
+}
+
+void Rescuer::run(std::stop_token stop) {
+    DbSession session(url_, "rescuer", outage_);
+    constexpr int kBatch = 500;
+    while (sleep_for(interval_, stop)) {
+        int moved = kBatch;
+        while (moved == kBatch && !stop.stop_requested()) {
+            moved = 0;
+            session.run(
+                [&](pqxx::connection& conn) {
+                    lease::LeaseStore store(conn);
+                    moved = store.rescue_expired(max_attempts_, kBatch);
+                },
+                stop);
+            if (moved > 0) {
+                metrics_.events_rescued(static_cast<std::uint64_t>(moved));
+                log::warn(std::to_string(moved) + " event(s) found with an expired lease; made claimable again",
+                          {.code = "WORKER_LOST"});
+            }
+        }
+    }
+}
+
+}  // namespace outbox::dispatch

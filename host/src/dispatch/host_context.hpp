@@ -1,0 +1,76 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <pqxx/transaction>
+
+#include "db/connection_pool.hpp"
+#include "outbox/sdk/context.hpp"
+#include "outbox/sdk/errors.hpp"
+
+namespace outbox::dispatch {
+
+/// The handler's lazily opened transaction. Database errors become SDK exceptions with safe
+/// codes, and the first one is remembered: a handler that swallows it and returns normally
+/// still fails with that code instead of committing half its work.
+class HostDb final : public sdk::Db {
+public:
+    explicit HostDb(db::ConnectionPool& pool) : pool_(pool) {}
+    ~HostDb() override;
+    HostDb(const HostDb&) = delete;
+    HostDb& operator=(const HostDb&) = delete;
+
+    sdk::Rows exec(std::string_view sql, const sdk::Params& params) override;
+
+    [[nodiscard]] bool opened() const noexcept { return tx_ != nullptr; }
+    /// The open transaction; only when opened().
+    [[nodiscard]] pqxx::work& transaction() noexcept { return *tx_; }
+    /// The first failure of exec(), if any: (retryable?, code).
+    [[nodiscard]] const std::optional<std::pair<bool, std::string>>& failure() const noexcept { return failure_; }
+    /// Rolls back and gives the connection back (dropping it if it is broken).
+    void rollback() noexcept;
+    /// Ends the transaction after a commit and returns the connection.
+    void close_after_commit() noexcept;
+    /// Drops the connection (after a commit whose outcome is unknown).
+    void discard() noexcept;
+
+private:
+    db::ConnectionPool& pool_;
+    std::optional<db::ConnectionPool::Handle> conn_;
+    std::unique_ptr<pqxx::work> tx_;
+    std::optional<std::pair<bool, std::string>> failure_;
+};
+
+/// What a handler sees during one call.
+class HostContext final : public sdk::Context {
+public:
+    HostContext(HostDb& db, const std::atomic<bool>& lease_lost, const std::atomic<bool>& hard_stop,
+                std::chrono::steady_clock::time_point deadline, const std::string& config_json, std::string event_id,
+                std::string event_type, std::string handler, int attempt)
+        : db_(db), lease_lost_(lease_lost), hard_stop_(hard_stop), deadline_(deadline), config_json_(config_json),
+          event_id_(std::move(event_id)), event_type_(std::move(event_type)), handler_(std::move(handler)),
+          attempt_(attempt) {}
+
+    sdk::Db& db() override { return db_; }
+    [[nodiscard]] bool cancelled() const override { return lease_lost_ || hard_stop_; }
+    [[nodiscard]] std::chrono::steady_clock::time_point deadline() const override { return deadline_; }
+    [[nodiscard]] const std::string& config_json() const override { return config_json_; }
+    void log(sdk::LogLevel level, std::string_view message) override;
+
+private:
+    HostDb& db_;
+    const std::atomic<bool>& lease_lost_;
+    const std::atomic<bool>& hard_stop_;
+    std::chrono::steady_clock::time_point deadline_;
+    const std::string& config_json_;
+    std::string event_id_;
+    std::string event_type_;
+    std::string handler_;
+    int attempt_;
+};
+
+}  // namespace outbox::dispatch

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <stop_token>
+
+#include "db/outage_log.hpp"
+#include "dispatch/db_session.hpp"
+#include "dispatch/handler_set.hpp"
+#include "dispatch/in_flight.hpp"
+#include "dispatch/runtime_options.hpp"
+#include "dispatch/work_queue.hpp"
+#include "metrics/metrics.hpp"
+
+namespace outbox::dispatch {
+
+/// Claims due events of the types this host handles, never more than the work queue has
+/// free slots for, and hands them to the workers. Woken by NOTIFY, by a worker freeing a
+/// slot, or by the poll interval.
+class Scheduler {
+public:
+    Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
+              Wakeup& wakeup, metrics::Metrics& metrics, std::shared_ptr<const HandlerSet> handlers)
+        : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
+          metrics_(metrics), handlers_(std::move(handlers)) {}
+
+    void run(std::stop_token stop);
+
+private:
+    const RuntimeOptions& options_;
+    db::OutageLog& outage_;
+    WorkQueue& queue_;
+    InFlightTable& in_flight_;
+    Wakeup& wakeup_;
+    metrics::Metrics& metrics_;
+    std::shared_ptr<const HandlerSet> handlers_;
+};
+
+}  // namespace outbox::dispatch

@@ -1,0 +1,44 @@
+#include "dispatch/wakeup_listener.hpp"
+
+#include <algorithm>
+
+#include <pqxx/notification>
+
+namespace outbox::dispatch {
+namespace {
+class Receiver final : public pqxx::notification_receiver {
+public:
+    Receiver(pqxx::connection_base& conn, const HandlerSet& handlers, Wakeup& wakeup)
+        : pqxx::notification_receiver(conn, kNotifyChannel), handlers_(handlers), wakeup_(wakeup) {}
+
+    void operator()(const std::string& payload, int /*backend_pid*/) override {
+        const auto& types = handlers_.event_types();
+        if (std::binary_search(types.begin(), types.end(), payload)) wakeup_.notify();
+    }
+
+private:
+    const HandlerSet& handlers_;
+    Wakeup& wakeup_;
+};
+}  // namespace
+
+void WakeupListener::run(std::stop_token stop) {
+    db::ReconnectBackoff backoff;
+    while (!stop.stop_requested()) {
+        try {
+            auto conn = db::open_connection(url_);
+            Receiver receiver(*conn, *handlers_, wakeup_);
+            conn->get_notifs();  // sends LISTEN
+            outage_.succeeded();
+            backoff.reset();
+            wakeup_.notify();
+            while (!stop.stop_requested()) conn->await_notification(0, 200'000);
+        } catch (...) {
+            const db::DbFailure failure = db::classify_db_error(std::current_exception());
+            outage_.failed("wake-up listener", failure);
+            sleep_for(backoff.next(), stop);
+        }
+    }
+}
+
+}  // namespace outbox::dispatch

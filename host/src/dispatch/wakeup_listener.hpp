@@ -1,0 +1,35 @@
+#pragma once
+
+#include <memory>
+#include <stop_token>
+#include <string>
+
+#include "db/outage_log.hpp"
+#include "dispatch/db_session.hpp"
+#include "dispatch/handler_set.hpp"
+
+namespace outbox::dispatch {
+
+/// The NOTIFY channel outbox_publish() signals on commit; the payload is the event type.
+inline constexpr const char* kNotifyChannel = "outboxd_events";
+
+/// LISTENs on kNotifyChannel and wakes the scheduler when an event of a type this host
+/// handles was committed, so a handler starts within milliseconds of the commit; polling
+/// stays as the fallback. After a reconnect it wakes the scheduler once, since
+/// notifications sent while disconnected are gone.
+class WakeupListener {
+public:
+    WakeupListener(std::string url, db::OutageLog& outage, Wakeup& wakeup,
+                   std::shared_ptr<const HandlerSet> handlers)
+        : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(std::move(handlers)) {}
+
+    void run(std::stop_token stop);
+
+private:
+    std::string url_;
+    db::OutageLog& outage_;
+    Wakeup& wakeup_;
+    std::shared_ptr<const HandlerSet> handlers_;
+};
+
+}  // namespace outbox::dispatch

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "dispatch/handler_set.hpp"
+#include "dispatch/in_flight.hpp"
+#include "lease/lease_store.hpp"
+
+namespace outbox::dispatch {
+
+struct Work {
+    lease::ClaimedEvent claimed;
+    std::shared_ptr<InFlight> flight;
+    std::shared_ptr<const HandlerSet> handlers;
+};
+
+/// Claimed events waiting for a worker, plus the count of events being worked on. The
+/// scheduler claims only free_slots() events, so claims follow free capacity instead of a
+/// batch size tuned to the fleet. Thread-safe.
+class WorkQueue {
+public:
+    explicit WorkQueue(int capacity) : capacity_(capacity) {}
+
+    [[nodiscard]] int free_slots() const;
+    void push(std::vector<Work> items);
+    /// Blocks for the next item; nullopt once closed and empty. The caller must call done().
+    std::optional<Work> pop();
+    void done();
+    /// Stops handing out work and returns the items no worker started.
+    std::vector<Work> close();
+    /// Waits until no worker is busy; false on timeout.
+    bool wait_idle(std::chrono::steady_clock::time_point deadline);
+    [[nodiscard]] int busy() const;
+
+private:
+    const int capacity_;
+    mutable std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<Work> items_;
+    int busy_ = 0;
+    bool closed_ = false;
+};
+
+}  // namespace outbox::dispatch

@@ -1,0 +1,71 @@
+#include "dispatch/worker.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "dispatch/handler_runner.hpp"
+#include "log/log.hpp"
+
+namespace outbox::dispatch {
+namespace {
+
+double unit_random() {
+    thread_local std::mt19937_64 engine{std::random_device{}()};
+    return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+}
+
+const char* result_label(core::HandlerOutcome::Kind kind) {
+    switch (kind) {
+        case core::HandlerOutcome::Kind::Succeeded: return "success";
+        case core::HandlerOutcome::Kind::Retry: return "retry";
+        case core::HandlerOutcome::Kind::Review: return "review_required";
+        case core::HandlerOutcome::Kind::LeaseLost: return "lease_lost";
+    }
+    return "unknown";
+}
+
+}  // namespace
+
+void Worker::process(const Work& work) {
+    const sdk::Event& event = work.claimed.event;
+    const auto& consumed = work.claimed.consumed_by;
+    std::vector<core::HandlerOutcome> outcomes;
+    std::vector<std::string> consumed_now;
+
+    for (const HandlerEntry* entry : work.handlers->for_type(event.type)) {
+        if (std::find(consumed.begin(), consumed.end(), entry->name) != consumed.end()) continue;
+        if (work.flight->lost) {
+            outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
+            break;
+        }
+        HandlerRun run = run_handler(*entry, work.claimed, *work.flight, pool_, hard_stop_);
+        metrics_.handler_call(entry->name, result_label(run.outcome.kind), run.duration);
+        const log::Fields fields{event.id, event.type, entry->name, event.attempt, run.outcome.error_code, {}};
+        switch (run.outcome.kind) {
+            case core::HandlerOutcome::Kind::Succeeded:
+                if (run.consumption_pending) consumed_now.push_back(entry->name);
+                break;
+            case core::HandlerOutcome::Kind::Retry: log::warn("handler failed (retryable)", fields); break;
+            case core::HandlerOutcome::Kind::Review: log::warn("handler failed (not retryable)", fields); break;
+            case core::HandlerOutcome::Kind::LeaseLost: break;
+        }
+        outcomes.push_back(std::move(run.outcome));
+        if (outcomes.back().kind == core::HandlerOutcome::Kind::LeaseLost) break;
+    }
+
+    const auto transition = core::decide_transition(outcomes, event.attempt, max_attempts_, policy_,
+                                                    std::chrono::system_clock::now(), unit_random());
+    if (!transition) {
+        metrics_.leases_lost(1);
+        log::warn("lease lost during the attempt; its result was discarded", {event.id, event.type, {}, event.attempt, "LEASE_LOST", {}});
+        in_flight_.remove(work.flight->lease);
+        return;
+    }
+    if (transition->status == core::EventStatus::ReviewRequired) {
+        log::error("event needs review", {event.id, event.type, {}, event.attempt, transition->error_code, {}});
+    }
+    work.flight->finishing = true;
+    completer_.submit(lease::Finish{work.flight->lease, *transition, std::move(consumed_now)});
+}
+
+}  // namespace outbox::dispatch

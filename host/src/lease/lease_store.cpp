@@ -1,0 +1,237 @@
+#include "lease/lease_store.hpp"
+
+#include <pqxx/pqxx>
+
+#include "db/pg_array.hpp"
+
+namespace outbox::lease {
+namespace {
+
+// Claim: the due-row CTE walks event_publication_due_idx in next_attempt_at order and skips
+// rows another host has locked; attempt_count is counted here so a crash still counts.
+constexpr const char* kClaimSql = R"SQL(
+WITH due AS (
+    SELECT event_id FROM event_publication
+    WHERE status IN ('PENDING', 'RETRY_WAIT') AND next_attempt_at <= now() AND event_type = ANY($1::text[])
+    ORDER BY next_attempt_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE event_publication e
+    SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
+        lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
+        version = e.version + 1, updated_at = now()
+    FROM due WHERE e.event_id = due.event_id
+    RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
+              e.lease_token, e.occurred_at
+)
+SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
+       c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
+       (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id)
+FROM claimed c
+)SQL";
+
+// Finish: one statement for a whole batch of mixed outcomes. The consumption rows of
+// handlers that did not use ctx.db() are inserted only for events whose fenced update applied.
+constexpr const char* kFinishSql = R"SQL(
+WITH input AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::text[])
+        AS t(event_id, lease_token, status, delay_ms, error_code)
+), done AS (
+    UPDATE event_publication e
+    SET status = i.status,
+        next_attempt_at = CASE WHEN i.status = 'RETRY_WAIT'
+                               THEN now() + i.delay_ms * interval '1 millisecond' ELSE e.next_attempt_at END,
+        last_error_code = coalesce(i.error_code, e.last_error_code),
+        completed_at = CASE WHEN i.status = 'COMPLETED' THEN now() END,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        version = e.version + 1, updated_at = now()
+    FROM input i
+    WHERE e.event_id = i.event_id AND e.status = 'PROCESSING' AND e.lease_token = i.lease_token
+    RETURNING e.event_id, i.lease_token
+), consumed AS (
+    INSERT INTO event_consumption (event_id, handler_name)
+    SELECT c.event_id, c.handler_name FROM unnest($6::uuid[], $7::text[]) AS c(event_id, handler_name)
+    WHERE c.event_id IN (SELECT event_id FROM done)
+    ON CONFLICT DO NOTHING
+)
+SELECT lease_token::text FROM done
+)SQL";
+
+constexpr const char* kExtendSql = R"SQL(
+UPDATE event_publication e
+SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+FROM unnest($1::uuid[], $2::uuid[]) AS h(event_id, lease_token)
+WHERE e.event_id = h.event_id AND e.status = 'PROCESSING' AND e.lease_token = h.lease_token
+RETURNING e.lease_token::text
+)SQL";
+
+constexpr const char* kReleaseSql = R"SQL(
+UPDATE event_publication e
+SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END,
+    attempt_count = greatest(e.attempt_count - 1, 0),
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+    version = e.version + 1, updated_at = now()
+FROM unnest($1::uuid[], $2::uuid[]) AS r(event_id, lease_token)
+WHERE e.event_id = r.event_id AND e.status = 'PROCESSING' AND e.lease_token = r.lease_token
+)SQL";
+
+// Rescue: SKIP LOCKED so that hosts rescuing at the same moment split the work, and a row
+// whose handler transaction is committing right now (FOR SHARE) is left for the next pass.
+constexpr const char* kRescueSql = R"SQL(
+WITH expired AS (
+    SELECT event_id FROM event_publication
+    WHERE status = 'PROCESSING' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE event_publication e
+SET status = CASE WHEN e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_WAIT' END,
+    next_attempt_at = now(), last_error_code = 'WORKER_LOST',
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+    version = e.version + 1, updated_at = now()
+FROM expired WHERE e.event_id = expired.event_id
+)SQL";
+
+constexpr const char* kFenceSql = R"SQL(
+SELECT 1 FROM event_publication
+WHERE event_id = $1::uuid AND status = 'PROCESSING' AND lease_token = $2::uuid
+FOR SHARE
+)SQL";
+
+constexpr const char* kConsumeSql = R"SQL(
+INSERT INTO event_consumption (event_id, handler_name) VALUES ($1::uuid, $2)
+ON CONFLICT DO NOTHING
+RETURNING 1
+)SQL";
+
+void prepare_once(pqxx::connection& conn) {
+    // Statement definitions live on the connection object; re-declaring is an error.
+    try {
+        conn.prepare("outbox_claim", kClaimSql);
+        conn.prepare("outbox_finish", kFinishSql);
+        conn.prepare("outbox_extend", kExtendSql);
+        conn.prepare("outbox_release", kReleaseSql);
+        conn.prepare("outbox_rescue", kRescueSql);
+    } catch (const pqxx::usage_error&) {
+        // already prepared on this connection
+    }
+}
+
+std::vector<std::string> split_names(const pqxx::field& field) {
+    std::vector<std::string> names;
+    if (field.is_null()) return names;
+    const std::string text = field.c_str();
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const auto comma = text.find(',', start);
+        names.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return names;
+}
+
+}  // namespace
+
+LeaseStore::LeaseStore(pqxx::connection& conn) : conn_(conn) { prepare_once(conn_); }
+
+std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& event_types, int limit,
+                                            const std::string& owner, std::chrono::milliseconds lease) {
+    std::vector<ClaimedEvent> claimed;
+    if (event_types.empty() || limit <= 0) return claimed;
+    pqxx::work tx(conn_);
+    const pqxx::result rows =
+        tx.exec_prepared("outbox_claim", db::pg_array(event_types), limit, owner, static_cast<long long>(lease.count()));
+    tx.commit();
+    claimed.reserve(rows.size());
+    for (const auto& row : rows) {
+        ClaimedEvent item;
+        item.event.id = row[0].c_str();
+        item.event.type = row[1].c_str();
+        item.event.company_id = row[2].c_str();
+        item.event.aggregate_key = row[3].c_str();
+        item.event.payload_json = row[4].c_str();
+        item.event.attempt = row[5].as<int>();
+        item.lease_token = row[6].c_str();
+        item.event.occurred_at = std::chrono::system_clock::time_point{std::chrono::microseconds{row[7].as<long long>()}};
+        item.consumed_by = split_names(row[8]);
+        claimed.push_back(std::move(item));
+    }
+    return claimed;
+}
+
+std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch) {
+    std::vector<std::string> ids, tokens, statuses, delays, consumed_ids, consumed_names;
+    std::vector<std::optional<std::string>> codes;
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& item : batch) {
+        ids.push_back(item.lease.event_id);
+        tokens.push_back(item.lease.lease_token);
+        statuses.emplace_back(core::to_text(item.transition.status));
+        long long delay_ms = 0;
+        if (item.transition.next_attempt_at) {
+            delay_ms = std::max<long long>(
+                0, std::chrono::duration_cast<std::chrono::milliseconds>(*item.transition.next_attempt_at - now).count());
+        }
+        delays.push_back(std::to_string(delay_ms));
+        codes.push_back(item.transition.error_code.empty() ? std::nullopt
+                                                           : std::optional<std::string>(item.transition.error_code));
+        for (const auto& handler : item.consumed_by) {
+            consumed_ids.push_back(item.lease.event_id);
+            consumed_names.push_back(handler);
+        }
+    }
+    pqxx::work tx(conn_);
+    const pqxx::result rows =
+        tx.exec_prepared("outbox_finish", db::pg_array(ids), db::pg_array(tokens), db::pg_array(statuses),
+                         db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names));
+    tx.commit();
+    std::vector<std::string> applied;
+    applied.reserve(rows.size());
+    for (const auto& row : rows) applied.emplace_back(row[0].c_str());
+    return applied;
+}
+
+std::vector<std::string> LeaseStore::extend(const std::vector<LeaseRef>& leases, std::chrono::milliseconds lease) {
+    std::vector<std::string> ids, tokens;
+    for (const auto& ref : leases) {
+        ids.push_back(ref.event_id);
+        tokens.push_back(ref.lease_token);
+    }
+    pqxx::work tx(conn_);
+    const pqxx::result rows =
+        tx.exec_prepared("outbox_extend", db::pg_array(ids), db::pg_array(tokens), static_cast<long long>(lease.count()));
+    tx.commit();
+    std::vector<std::string> kept;
+    for (const auto& row : rows) kept.emplace_back(row[0].c_str());
+    return kept;
+}
+
+int LeaseStore::release(const std::vector<LeaseRef>& leases) {
+    if (leases.empty()) return 0;
+    std::vector<std::string> ids, tokens;
+    for (const auto& ref : leases) {
+        ids.push_back(ref.event_id);
+        tokens.push_back(ref.lease_token);
+    }
+    pqxx::work tx(conn_);
+    const pqxx::result rows = tx.exec_prepared("outbox_release", db::pg_array(ids), db::pg_array(tokens));
+    tx.commit();
+    return static_cast<int>(rows.affected_rows());
+}
+
+int LeaseStore::rescue_expired(int max_attempts, int limit) {
+    pqxx::work tx(conn_);
+    const pqxx::result rows = tx.exec_prepared("outbox_rescue", max_attempts, limit);
+    tx.commit();
+    return static_cast<int>(rows.affected_rows());
+}
+
+bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::string& handler_name) {
+    if (tx.exec_params(kFenceSql, lease.event_id, lease.lease_token).empty()) return false;
+    return !tx.exec_params(kConsumeSql, lease.event_id, handler_name).empty();
+}
+
+}  // namespace outbox::lease

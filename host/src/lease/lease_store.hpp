@@ -1,0 +1,77 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+#include <pqxx/transaction_base>
+
+#include "core/transition.hpp"
+#include "outbox/sdk/event.hpp"
+
+namespace outbox::lease {
+
+/// An event this host now owns: the event itself, the fencing token of this claim, and the
+/// handlers that already consumed it in an earlier attempt (they are skipped).
+struct ClaimedEvent {
+    sdk::Event event;
+    std::string lease_token;
+    std::vector<std::string> consumed_by;
+};
+
+/// The identity of one lease: every write out of PROCESSING names both.
+struct LeaseRef {
+    std::string event_id;
+    std::string lease_token;
+};
+
+/// The decided end of one attempt, to be persisted.
+struct Finish {
+    LeaseRef lease;
+    core::Transition transition;
+    /// Handlers that succeeded without opening ctx.db(): their consumption rows are written
+    /// by the same statement, only if the fenced update applies.
+    std::vector<std::string> consumed_by;
+};
+
+/// Persists lease state with fenced SQL. Every method is one statement in its own short
+/// transaction on the connection it was given; it prepares its statements on first use.
+/// Not thread-safe: one LeaseStore per connection/thread.
+class LeaseStore {
+public:
+    explicit LeaseStore(pqxx::connection& conn);
+
+    /// Claims up to `limit` due PENDING/RETRY_WAIT events of `event_types` with FOR UPDATE
+    /// SKIP LOCKED: attempt_count + 1, a new lease_token, lease_expires_at = now + lease.
+    /// Commits before returning, so no lock is held while handlers run.
+    std::vector<ClaimedEvent> claim(const std::vector<std::string>& event_types, int limit, const std::string& owner,
+                                    std::chrono::milliseconds lease);
+
+    /// Applies a batch of attempt outcomes in one statement. Returns the lease tokens whose
+    /// fenced update applied; the others had lost their lease and were left untouched.
+    std::vector<std::string> finish(const std::vector<Finish>& batch);
+
+    /// Extends the leases still held; returns the lease tokens still owned (the rest are lost).
+    std::vector<std::string> extend(const std::vector<LeaseRef>& leases, std::chrono::milliseconds lease);
+
+    /// Gives back claimed events whose handlers never started (shutdown): the attempt is
+    /// not counted and the event is due again at once. Returns how many were released.
+    int release(const std::vector<LeaseRef>& leases);
+
+    /// Moves up to `limit` PROCESSING rows whose lease expired to RETRY_WAIT (due now, code
+    /// WORKER_LOST), or to REVIEW_REQUIRED when attempt_count >= max_attempts. Returns the
+    /// number of rows moved.
+    int rescue_expired(int max_attempts, int limit);
+
+private:
+    pqxx::connection& conn_;
+};
+
+/// The fence a handler transaction runs just before its commit: locks the event row
+/// (FOR SHARE, so a takeover waits for this commit) if and only if `lease` is still this
+/// host's, and inserts the handler's consumption row. Returns false when the lease was
+/// lost or the handler already consumed the event: the caller must roll back.
+bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::string& handler_name);
+
+}  // namespace outbox::lease

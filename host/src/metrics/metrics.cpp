@@ -1,0 +1,36 @@
+#include "metrics/metrics.hpp"
+
+namespace outbox::metrics {
+
+void Metrics::event_outcome(Outcome outcome) noexcept { ++outcomes_[static_cast<std::size_t>(outcome)]; }
+
+std::uint64_t Metrics::outcome_count(Outcome outcome) const noexcept {
+    return outcomes_[static_cast<std::size_t>(outcome)];
+}
+
+void Metrics::handler_call(const std::string& handler, const std::string& result, std::chrono::nanoseconds duration) {
+    const double seconds = std::chrono::duration<double>(duration).count();
+    std::lock_guard lock(mutex_);
+    ++calls_[{handler, result}];
+    Histogram& histogram = durations_[handler];
+    ++histogram.count;
+    histogram.sum += seconds;
+    for (std::size_t i = 0; i < kDurationBuckets.size(); ++i) {
+        if (seconds <= kDurationBuckets[i]) {
+            ++histogram.buckets[i];
+            break;
+        }
+    }
+}
+
+std::map<std::pair<std::string, std::string>, std::uint64_t> Metrics::handler_calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+}
+
+std::map<std::string, Histogram> Metrics::handler_durations() const {
+    std::lock_guard lock(mutex_);
+    return durations_;
+}
+
+}  // namespace outbox::metrics

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace outbox::metrics {
+
+/// Upper bounds (seconds) of the handler duration histogram buckets.
+inline constexpr std::array<double, 12> kDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                         0.1,   0.25,   0.5,   1.0,  2.5,   10.0};
+
+struct Histogram {
+    std::array<std::uint64_t, kDurationBuckets.size()> buckets{};  // non-cumulative counts
+    std::uint64_t count = 0;
+    double sum = 0;
+};
+
+/// Process-wide counters of what this host did. Thread-safe; cheap on the hot path.
+class Metrics {
+public:
+    enum class Outcome { Completed, Retry, ReviewRequired };
+
+    void event_outcome(Outcome outcome) noexcept;
+    void handler_call(const std::string& handler, const std::string& result, std::chrono::nanoseconds duration);
+    void leases_lost(std::uint64_t n) noexcept { leases_lost_ += n; }
+    void events_claimed(std::uint64_t n) noexcept { claimed_ += n; }
+    void events_rescued(std::uint64_t n) noexcept { rescued_ += n; }
+    void plugin_load_failures(std::uint64_t n) noexcept { plugin_load_failures_ += n; }
+
+    [[nodiscard]] std::uint64_t outcome_count(Outcome outcome) const noexcept;
+    [[nodiscard]] std::uint64_t leases_lost() const noexcept { return leases_lost_; }
+    [[nodiscard]] std::uint64_t events_claimed() const noexcept { return claimed_; }
+    [[nodiscard]] std::uint64_t events_rescued() const noexcept { return rescued_; }
+    [[nodiscard]] std::uint64_t plugin_load_failures() const noexcept { return plugin_load_failures_; }
+    /// (handler, result) -> calls
+    [[nodiscard]] std::map<std::pair<std::string, std::string>, std::uint64_t> handler_calls() const;
+    [[nodiscard]] std::map<std::string, Histogram> handler_durations() const;
+
+private:
+    std::array<std::atomic<std::uint64_t>, 3> outcomes_{};
+    std::atomic<std::uint64_t> leases_lost_{0};
+    std::atomic<std::uint64_t> claimed_{0};
+    std::atomic<std::uint64_t> rescued_{0};
+    std::atomic<std::uint64_t> plugin_load_failures_{0};
+    mutable std::mutex mutex_;
+    std::map<std::pair<std::string, std::string>, std::uint64_t> calls_;
+    std::map<std::string, Histogram> durations_;
+};
+
+}  // namespace outbox::metrics

@@ -1,0 +1,276 @@
+// The worker runtime against a real PostgreSQL with real plugin files: claims, fencing,
+// retries, review, lease recovery and concurrency across hosts.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include <pqxx/pqxx>
+
+#include "support/pg_fixture.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Worker : public ::testing::Test {
+protected:
+    void SetUp() override { create_scripted_effect_table(db_.url()); }
+
+    long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
+    std::string status_of(const std::string& id) const {
+        return db_.scalar("SELECT status FROM event_publication WHERE event_id = '" + id + "'");
+    }
+    bool all_in(const std::string& status, long long expected) const {
+        return count("SELECT count(*) FROM event_publication WHERE status = '" + status + "'") == expected;
+    }
+
+    TestDatabase db_;
+};
+
+TEST_F(Worker, CompletesEventsAndRecordsOneConsumptionPerHandler) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": true})", 50);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 50); }, 20s));
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 100);
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 100);
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE attempt_count <> 1 OR completed_at IS NULL "
+                    "OR lease_token IS NOT NULL OR lease_owner IS NOT NULL"),
+              0);
+    EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::Completed), 50u);
+}
+
+TEST_F(Worker, FourHostsNeverRunTheSameEventTwiceAndProcessEverything) {
+    constexpr int kEvents = 5000;
+    publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": false})", kEvents);
+    std::vector<std::unique_ptr<TestHost>> hosts;
+    for (int i = 0; i < 4; ++i) {
+        auto options = fast_options(db_.url(), "host-" + std::to_string(i));
+        options.batch_size = 10;
+        hosts.push_back(std::make_unique<TestHost>(options, std::vector<std::string>{OUTBOX_FIXTURE_SCRIPTED,
+                                                                                      OUTBOX_FIXTURE_SCRIPTED_B}));
+    }
+    for (auto& host : hosts) host->start();
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", kEvents); }, 120s))
+        << db_.scalar("SELECT string_agg(status || '=' || n, ', ') FROM (SELECT status, count(*) n FROM "
+                      "event_publication GROUP BY 1) s");
+    for (auto& host : hosts) host->stop();
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 2 * kEvents);
+    EXPECT_EQ(count("SELECT count(*) FROM (SELECT event_id, handler_name FROM event_consumption "
+                    "GROUP BY 1, 2 HAVING count(*) > 1) d"),
+              0);
+    // Every handler effect committed exactly once: an overlapping or repeated run would
+    // have written a second row (or failed with CONCURRENT_RUN and gone to review).
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), kEvents);
+    EXPECT_EQ(count("SELECT count(DISTINCT event_id) FROM scripted_effect"), kEvents);
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE attempt_count <> 1"), 0);
+    std::uint64_t claimed = 0;
+    int hosts_that_worked = 0;
+    for (auto& host : hosts) {
+        claimed += host->metrics().events_claimed();
+        hosts_that_worked += host->metrics().events_claimed() > 0 ? 1 : 0;
+    }
+    EXPECT_EQ(claimed, static_cast<std::uint64_t>(kEvents)) << "every event claimed exactly once across the fleet";
+    EXPECT_GE(hosts_that_worked, 2) << "the load is shared, not serialized on one host";
+}
+
+TEST_F(Worker, RetryableFailureGoesToRetryWaitWithAFutureAttemptTime) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"mode": "retry"})", 1);
+    auto options = fast_options(db_.url(), "h1");
+    options.initial_backoff = 60s;
+    options.max_backoff = 60s;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "RETRY_WAIT"; }, 10s));
+    host.stop();
+    const pqxx::result row = db_.exec(
+        "SELECT attempt_count, last_error_code, extract(epoch FROM next_attempt_at - now()), lease_token IS NULL "
+        "FROM event_publication");
+    EXPECT_EQ(row[0][0].as<int>(), 1);
+    EXPECT_EQ(row[0][1].as<std::string>(), "HTTP_503");
+    EXPECT_GT(row[0][2].as<double>(), 25.0) << "backoff is at least half of the 60s ceiling";
+    EXPECT_LE(row[0][2].as<double>(), 60.5);
+    EXPECT_TRUE(row[0][3].as<bool>());
+}
+
+TEST_F(Worker, RetryAfterFromTheHandlerDelaysTheNextAttempt) {
+    publish_many(db_.url(), "TestRequested", R"({"mode": "retry", "retry_after_ms": 30000})", 1);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED});  // backoff 0
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("RETRY_WAIT", 1); }, 10s));
+    host.stop();
+    EXPECT_GT(std::stod(db_.scalar("SELECT extract(epoch FROM next_attempt_at - now()) FROM event_publication")), 28.0);
+    EXPECT_EQ(db_.scalar("SELECT last_error_code FROM event_publication"), "HTTP_429");
+}
+
+TEST_F(Worker, RetryableFailureAtMaxAttemptsGoesToReview) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"mode": "retry"})", 1);
+    auto options = fast_options(db_.url(), "h1");
+    options.max_attempts = 3;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "REVIEW_REQUIRED"; }, 20s));
+    EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication"), "3");
+    EXPECT_EQ(db_.scalar("SELECT last_error_code FROM event_publication"), "HTTP_503");
+    EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::Retry), 2u);
+    EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::ReviewRequired), 1u);
+}
+
+TEST_F(Worker, NonRetryableFailureGoesToReviewAfterOneAttempt) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"mode": "review"})", 1);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "REVIEW_REQUIRED"; }, 10s));
+    EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication"), "1");
+    EXPECT_EQ(db_.scalar("SELECT last_error_code FROM event_publication"), "HTTP_422");
+}
+
+TEST_F(Worker, UnknownExceptionsAndUnsafeCodesAreStoredAsSafeCodesOnly) {
+    const auto std_error = publish_many(db_.url(), "TestRequested", R"({"mode": "throw_std"})", 1)[0];
+    const auto int_error = publish_many(db_.url(), "TestRequested", R"({"mode": "throw_int"})", 1)[0];
+    const auto bad_code = publish_many(db_.url(), "TestRequested", R"({"mode": "bad_code"})", 1)[0];
+    auto options = fast_options(db_.url(), "h1");
+    options.max_attempts = 1;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("REVIEW_REQUIRED", 3); }, 10s));
+    auto code = [&](const std::string& id) {
+        return db_.scalar("SELECT last_error_code FROM event_publication WHERE event_id = '" + id + "'");
+    };
+    EXPECT_EQ(code(std_error), "UNCLASSIFIED");
+    EXPECT_EQ(code(int_error), "UNCLASSIFIED");
+    EXPECT_EQ(code(bad_code), "INVALID_ERROR_CODE") << "a code carrying data never reaches the table";
+}
+
+TEST_F(Worker, RedeliveryRunsOnlyTheHandlerThatFailed) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": true, "b_fail_times": 1})", 1);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "COMPLETED"; }, 10s));
+    EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication"), "2");
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE handler_name = 'scripted'"), 1)
+        << "the handler that succeeded on attempt 1 must not run again";
+    // scripted-b wrote on attempt 1 too, but that transaction rolled back with its failure.
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE handler_name = 'scripted-b'"), 1);
+    EXPECT_EQ(db_.scalar("SELECT attempt FROM scripted_effect WHERE handler_name = 'scripted-b'"), "2");
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 2);
+}
+
+TEST_F(Worker, SucceededHandlersWithoutDbAreRecordedEvenWhenAnotherFails) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"b_mode": "retry"})", 1);
+    auto options = fast_options(db_.url(), "h1");
+    options.initial_backoff = 60s;
+    options.max_backoff = 60s;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "RETRY_WAIT"; }, 10s));
+    host.stop();
+    EXPECT_EQ(db_.scalar("SELECT string_agg(handler_name, ',') FROM event_consumption"), "scripted");
+}
+
+TEST_F(Worker, ExpiredLeaseIsRecoveredByAnotherHost) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true})", 2);
+    // A host that claimed both events and died: PROCESSING with an expired lease.
+    db_.exec("UPDATE event_publication SET status = 'PROCESSING', attempt_count = 1, lease_owner = 'dead-host', "
+             "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second'");
+    db_.exec("UPDATE event_publication SET attempt_count = 5 WHERE event_id = '" + ids[1] + "'");
+    auto options = fast_options(db_.url(), "h1");
+    options.lease_duration = 2s;  // rescue runs every second
+    options.max_attempts = 5;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "COMPLETED"; }, 15s));
+    EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication WHERE event_id = '" + ids[0] + "'"), "2");
+    EXPECT_EQ(status_of(ids[1]), "REVIEW_REQUIRED") << "an event whose attempts are used up is not retried forever";
+    EXPECT_EQ(db_.scalar("SELECT last_error_code FROM event_publication WHERE event_id = '" + ids[1] + "'"),
+              "WORKER_LOST");
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 1);
+}
+
+TEST_F(Worker, HostThatLostItsLeaseCommitsNeitherEffectsNorStatus) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 1500, "ignore_cancel": true})", 1);
+    auto options = fast_options(db_.url(), "h1");
+    options.lease_duration = 60s;  // no heartbeat or rescue during the test
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "PROCESSING"; }, 10s));
+    // Another host takes the event over while the handler is still running.
+    db_.exec("UPDATE event_publication SET lease_owner = 'other-host', lease_token = gen_random_uuid(), "
+             "version = version + 1");
+    const std::string version_after_takeover = db_.scalar("SELECT version FROM event_publication");
+    ASSERT_TRUE(wait_until([&] { return host.metrics().leases_lost() > 0; }, 10s));
+    host.stop();
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 0) << "the stale host's DB effects must roll back";
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 0);
+    EXPECT_EQ(status_of(ids[0]), "PROCESSING");
+    EXPECT_EQ(db_.scalar("SELECT lease_owner FROM event_publication"), "other-host");
+    EXPECT_EQ(db_.scalar("SELECT version FROM event_publication"), version_after_takeover);
+}
+
+TEST_F(Worker, HeartbeatKeepsTheLeaseOfAHandlerSlowerThanTheLease) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 3500})", 1);
+    auto options = fast_options(db_.url(), "h1");
+    options.lease_duration = 1s;
+    TestHost slow(options, {OUTBOX_FIXTURE_SCRIPTED});
+    TestHost other(options, {OUTBOX_FIXTURE_SCRIPTED});
+    slow.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "PROCESSING"; }, 10s));
+    other.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "COMPLETED"; }, 15s));
+    EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication"), "1") << "nobody took the lease over";
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 1);
+    EXPECT_EQ(slow.metrics().leases_lost() + other.metrics().leases_lost(), 0u);
+}
+
+TEST_F(Worker, EventTypeWithoutAnyHandlerStaysPending) {
+    const auto handled = publish_many(db_.url(), "TestRequested", "{}", 3);
+    const auto unhandled = publish_many(db_.url(), "NobodyHandlesThis", "{}", 3);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 3); }, 10s));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE event_type = 'NobodyHandlesThis' "
+                    "AND status = 'PENDING' AND attempt_count = 0"),
+              3);
+}
+
+TEST_F(Worker, GracefulStopReleasesClaimedEventsNoHandlerStarted) {
+    publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 400})", 6);
+    auto options = fast_options(db_.url(), "h1");
+    options.concurrency = 1;  // one running, one queued
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("PROCESSING", 2); }, 10s));
+    EXPECT_TRUE(host.stop());
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'"), 0);
+    EXPECT_GE(count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'"), 1);
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'PENDING' AND attempt_count = 0"),
+              count("SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'"))
+        << "released events keep their attempt budget";
+}
+
+TEST_F(Worker, DisabledHostClaimsNothing) {
+    publish_many(db_.url(), "TestRequested", "{}", 3);
+    auto options = fast_options(db_.url(), "h1");
+    options.enabled = false;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    std::this_thread::sleep_for(500ms);
+    EXPECT_TRUE(all_in("PENDING", 3));
+}
+
+TEST_F(Worker, NotifyWakesTheHostLongBeforeThePollInterval) {
+    auto options = fast_options(db_.url(), "h1");
+    options.poll_interval = 30s;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    std::this_thread::sleep_for(500ms);  // the listener is up and the first poll is done
+    const auto ids = publish_many(db_.url(), "TestRequested", "{}", 1);
+    EXPECT_TRUE(wait_until([&] { return status_of(ids[0]) == "COMPLETED"; }, 10s))
+        << "with a 30s poll interval only NOTIFY can have woken the host";
+}
+
+}  // namespace
+}  // namespace outbox::test
