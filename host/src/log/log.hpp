@@ -14,12 +14,12 @@ void init(const std::string& level, const std::string& format);
 /// Structured context of one log line. Only identifiers and safe codes go here, never a
 /// payload, a token or exception text.
 struct Fields {
-    std::string_view event_id;
-    std::string_view event_type;
-    std::string_view handler;
+    std::string_view event_id{};
+    std::string_view event_type{};
+    std::string_view handler{};
     int attempt = 0;
-    std::string_view code;
-    std::string_view file;  // a plugin file
+    std::string_view code{};
+    std::string_view file{};  // a plugin file
 };
 
 /// Logs `message` with `fields` in the configured format.
