@@ -1,0 +1,577 @@
+#include "config/config.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+using namespace std::chrono_literals;
+using outbox::config::Config;
+using outbox::config::ConfigError;
+using outbox::config::EnvLookup;
+using outbox::config::load_config;
+using outbox::config::parse_config;
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+        const auto it = vars.find(name);
+        if (it == vars.end()) return std::nullopt;
+        return it->second;
+    };
+}
+
+const EnvLookup kNoEnv = env_of({});
+
+// The ConfigError message for `yaml` (as file "outboxd.yaml") with `env`, or a test failure.
+std::string error_of(const std::string& yaml, const EnvLookup& env = kNoEnv) {
+    try {
+        parse_config(yaml, "outboxd.yaml", env);
+    } catch (const ConfigError& e) {
+        const std::string message = e.what();
+        EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+        return message;
+    }
+    ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
+    return {};
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Config, NoFileAndEmptyEnvironmentGiveTheDocumentedDefaults) {
+    const Config c = load_config(std::nullopt, kNoEnv);
+    EXPECT_EQ(c.database.url, "");
+    EXPECT_EQ(c.database.pool_size, 4);
+    EXPECT_TRUE(c.outbox.enabled);
+    EXPECT_EQ(c.outbox.poll_interval, 1s);
+    EXPECT_EQ(c.outbox.batch_size, 20);
+    EXPECT_EQ(c.outbox.lease_duration, 5min);
+    EXPECT_EQ(c.outbox.max_attempts, 8);
+    EXPECT_EQ(c.outbox.initial_backoff, 1s);
+    EXPECT_EQ(c.outbox.max_backoff, 5min);
+    EXPECT_EQ(c.outbox.concurrency, 8);
+    EXPECT_EQ(c.outbox.shutdown_timeout, 30s);
+    EXPECT_EQ(c.outbox.retention, 24h * 7);
+    EXPECT_EQ(c.outbox.host_id, "");
+    EXPECT_EQ(c.plugins.dir, "/usr/lib/outboxd/plugins");
+    EXPECT_EQ(c.admin.listen, "127.0.0.1:8080");
+    EXPECT_EQ(c.admin.jwt_secret, "");
+    EXPECT_EQ(c.admin.jwt_public_key_file, "");
+    EXPECT_EQ(c.log.level, "info");
+    EXPECT_EQ(c.log.format, "text");
+    EXPECT_TRUE(c.handlers.empty());
+}
+
+TEST(Config, EmptyFileAndEmptySectionsGiveTheDefaults) {
+    EXPECT_EQ(parse_config("", "x.yaml", kNoEnv).outbox.batch_size, 20);
+    EXPECT_EQ(parse_config("# all commented out\n", "x.yaml", kNoEnv).outbox.batch_size, 20);
+    const Config c = parse_config("outbox:\nlog:\nhandlers:\n  quiet:\n", "x.yaml", kNoEnv);
+    EXPECT_EQ(c.outbox.batch_size, 20);
+    ASSERT_EQ(c.handlers.count("quiet"), 1u);
+    EXPECT_EQ(c.handlers.at("quiet").config_json, "{}");
+}
+
+TEST(Config, FileValuesAreRead) {
+    const Config c = parse_config(R"(
+database:
+  url: postgresql://outboxd@db:5432/app
+  pool_size: 16
+outbox:
+  enabled: false
+  poll_interval: 250ms
+  batch_size: 50
+  lease_duration: 2m
+  max_attempts: 3
+  initial_backoff: 500ms
+  max_backoff: 1h
+  concurrency: 32
+  shutdown_timeout: 10s
+  retention: 30d
+  host_id: worker-1
+plugins:
+  dir: /opt/plugins
+admin:
+  listen: 0.0.0.0:9090
+  jwt_public_key_file: /etc/outboxd/jwt.pem
+  jwt_issuer: https://auth.example.com
+  jwt_audience: outboxd
+log:
+  level: debug
+  format: json
+handlers:
+  category-classification:
+    max_concurrency: 1
+    rate_limit_per_second: 2.5
+    timeout: 10s
+)",
+                                  "outboxd.yaml", kNoEnv);
+    EXPECT_EQ(c.database.url, "postgresql://outboxd@db:5432/app");
+    EXPECT_EQ(c.database.pool_size, 16);
+    EXPECT_FALSE(c.outbox.enabled);
+    EXPECT_EQ(c.outbox.poll_interval, 250ms);
+    EXPECT_EQ(c.outbox.batch_size, 50);
+    EXPECT_EQ(c.outbox.lease_duration, 2min);
+    EXPECT_EQ(c.outbox.max_attempts, 3);
+    EXPECT_EQ(c.outbox.initial_backoff, 500ms);
+    EXPECT_EQ(c.outbox.max_backoff, 1h);
+    EXPECT_EQ(c.outbox.concurrency, 32);
+    EXPECT_EQ(c.outbox.shutdown_timeout, 10s);
+    EXPECT_EQ(c.outbox.retention, 24h * 30);
+    EXPECT_EQ(c.outbox.host_id, "worker-1");
+    EXPECT_EQ(c.plugins.dir, "/opt/plugins");
+    EXPECT_EQ(c.admin.listen, "0.0.0.0:9090");
+    EXPECT_EQ(c.admin.jwt_public_key_file, "/etc/outboxd/jwt.pem");
+    EXPECT_EQ(c.admin.jwt_issuer, "https://auth.example.com");
+    EXPECT_EQ(c.admin.jwt_audience, "outboxd");
+    EXPECT_EQ(c.log.level, "debug");
+    EXPECT_EQ(c.log.format, "json");
+    const auto handler = c.handler("category-classification");
+    EXPECT_EQ(handler.max_concurrency, 1);
+    EXPECT_EQ(handler.rate_limit_per_second, 2.5);
+    EXPECT_EQ(handler.timeout, 10s);
+    EXPECT_EQ(handler.config_json, "{}");
+}
+
+TEST(Config, EnvironmentOverridesTheFile) {
+    const std::string yaml = "outbox:\n  batch_size: 50\n  poll_interval: 5s\nlog:\n  level: debug\n";
+    const Config c = parse_config(yaml, "outboxd.yaml",
+                                  env_of({{"OUTBOX_BATCH_SIZE", "7"},
+                                          {"OUTBOX_POLL_INTERVAL", "100ms"},
+                                          {"OUTBOX_DATABASE_URL", "postgresql://env@db/app"},
+                                          {"OUTBOX_DB_POOL_SIZE", "9"},
+                                          {"OUTBOX_ENABLED", "false"},
+                                          {"OUTBOX_LEASE_DURATION", "30s"},
+                                          {"OUTBOX_MAX_ATTEMPTS", "2"},
+                                          {"OUTBOX_INITIAL_BACKOFF", "2s"},
+                                          {"OUTBOX_MAX_BACKOFF", "10m"},
+                                          {"OUTBOX_CONCURRENCY", "3"},
+                                          {"OUTBOX_SHUTDOWN_TIMEOUT", "0s"},
+                                          {"OUTBOX_RETENTION", "1d"},
+                                          {"OUTBOX_HOST_ID", "pod-7"},
+                                          {"OUTBOX_PLUGIN_DIR", "/env/plugins"},
+                                          {"OUTBOX_ADMIN_LISTEN", "off"},
+                                          {"OUTBOX_ADMIN_JWT_SECRET", "s3cr3t"},
+                                          {"OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE", "/env/key.pem"},
+                                          {"OUTBOX_ADMIN_JWT_ISSUER", "env-issuer"},
+                                          {"OUTBOX_ADMIN_JWT_AUDIENCE", "env-audience"},
+                                          {"OUTBOX_LOG_LEVEL", "warn"},
+                                          {"OUTBOX_LOG_FORMAT", "json"}}));
+    EXPECT_EQ(c.outbox.batch_size, 7);
+    EXPECT_EQ(c.outbox.poll_interval, 100ms);
+    EXPECT_EQ(c.database.url, "postgresql://env@db/app");
+    EXPECT_EQ(c.database.pool_size, 9);
+    EXPECT_FALSE(c.outbox.enabled);
+    EXPECT_EQ(c.outbox.lease_duration, 30s);
+    EXPECT_EQ(c.outbox.max_attempts, 2);
+    EXPECT_EQ(c.outbox.initial_backoff, 2s);
+    EXPECT_EQ(c.outbox.max_backoff, 10min);
+    EXPECT_EQ(c.outbox.concurrency, 3);
+    EXPECT_EQ(c.outbox.shutdown_timeout, 0s);
+    EXPECT_EQ(c.outbox.retention, 24h);
+    EXPECT_EQ(c.outbox.host_id, "pod-7");
+    EXPECT_EQ(c.plugins.dir, "/env/plugins");
+    EXPECT_EQ(c.admin.listen, "off");
+    EXPECT_EQ(c.admin.jwt_secret, "s3cr3t");
+    EXPECT_EQ(c.admin.jwt_public_key_file, "/env/key.pem");
+    EXPECT_EQ(c.admin.jwt_issuer, "env-issuer");
+    EXPECT_EQ(c.admin.jwt_audience, "env-audience");
+    EXPECT_EQ(c.log.level, "warn");
+    EXPECT_EQ(c.log.format, "json");
+}
+
+TEST(Config, EnvironmentBooleansAlsoAcceptOneZeroYesNo) {
+    for (const auto& [text, expected] : std::map<std::string, bool>{
+             {"1", true}, {"0", false}, {"yes", true}, {"no", false}, {"TRUE", true}, {"False", false}}) {
+        EXPECT_EQ(parse_config("", "x.yaml", env_of({{"OUTBOX_ENABLED", text}})).outbox.enabled, expected) << text;
+    }
+}
+
+TEST(Config, FileBooleansAreOnlyTrueOrFalse) {
+    const std::string message = error_of("outbox:\n  enabled: yes\n");
+    EXPECT_TRUE(contains(message, "outbox.enabled = \"yes\" (from outboxd.yaml:2)")) << message;
+    EXPECT_TRUE(contains(message, "expected true or false")) << message;
+}
+
+struct BadValue {
+    std::string yaml;  // file text, or empty when the value comes from `env`
+    std::map<std::string, std::string> env;
+    std::string key_value_source;  // e.g. `outbox.batch_size = "0" (from OUTBOX_BATCH_SIZE)`
+    std::string allowed;           // a fragment of what is allowed
+};
+
+TEST(Config, OutOfRangeAndMalformedValuesNameTheKeySourceValueAndWhatIsAllowed) {
+    const std::vector<BadValue> cases{
+        {"",
+         {{"OUTBOX_POLL_INTERVAL", "abc"}},
+         R"(outbox.poll_interval = "abc" (from OUTBOX_POLL_INTERVAL))",
+         "expected a duration such as 250ms, 1s, 5m"},
+        {"", {{"OUTBOX_POLL_INTERVAL", "9ms"}}, R"(outbox.poll_interval = "9ms")", "from 10ms to 1h"},
+        {"outbox:\n  poll_interval: 61m\n",
+         {},
+         R"(outbox.poll_interval = "61m" (from outboxd.yaml:2))",
+         "from 10ms to 1h"},
+        {"",
+         {{"OUTBOX_BATCH_SIZE", "0"}},
+         R"(outbox.batch_size = "0" (from OUTBOX_BATCH_SIZE))",
+         "expected an integer from 1 to 1000"},
+        {"outbox:\n  batch_size: 1001\n", {}, R"(outbox.batch_size = "1001" (from outboxd.yaml:2))", "from 1 to 1000"},
+        {"", {{"OUTBOX_BATCH_SIZE", "20.5"}}, R"(outbox.batch_size = "20.5")", "from 1 to 1000"},
+        {"",
+         {{"OUTBOX_BATCH_SIZE", "99999999999999999999"}},
+         R"(outbox.batch_size = "99999999999999999999")",
+         "from 1 to 1000"},
+        {"", {{"OUTBOX_LEASE_DURATION", "999ms"}}, R"(outbox.lease_duration = "999ms")", "from 1s to 1d"},
+        {"", {{"OUTBOX_LEASE_DURATION", "25h"}}, R"(outbox.lease_duration = "25h")", "from 1s to 1d"},
+        {"", {{"OUTBOX_MAX_ATTEMPTS", "0"}}, R"(outbox.max_attempts = "0")", "from 1 to 1000"},
+        {"", {{"OUTBOX_MAX_ATTEMPTS", "1001"}}, R"(outbox.max_attempts = "1001")", "from 1 to 1000"},
+        {"", {{"OUTBOX_INITIAL_BACKOFF", "-1s"}}, R"(outbox.initial_backoff = "-1s")", "expected a duration"},
+        {"", {{"OUTBOX_INITIAL_BACKOFF", "25h"}}, R"(outbox.initial_backoff = "25h")", "from 0ms to 1d"},
+        {"", {{"OUTBOX_MAX_BACKOFF", "8d"}}, R"(outbox.max_backoff = "8d" (from OUTBOX_MAX_BACKOFF))", "to 7d"},
+        {"",
+         {{"OUTBOX_MAX_BACKOFF", "500ms"}},
+         R"(outbox.max_backoff = "500ms" (from OUTBOX_MAX_BACKOFF))",
+         "must be at least outbox.initial_backoff (1s, from default)"},
+        {"outbox:\n  initial_backoff: 10m\n",
+         {},
+         R"(outbox.max_backoff = "5m" (from default))",
+         "at least outbox.initial_backoff (10m, from outboxd.yaml:2)"},
+        {"", {{"OUTBOX_CONCURRENCY", "0"}}, R"(outbox.concurrency = "0")", "from 1 to 1024"},
+        {"", {{"OUTBOX_CONCURRENCY", "1025"}}, R"(outbox.concurrency = "1025")", "from 1 to 1024"},
+        {"", {{"OUTBOX_DB_POOL_SIZE", "0"}}, R"(database.pool_size = "0" (from OUTBOX_DB_POOL_SIZE))", "from 1 to 256"},
+        {"database:\n  pool_size: 257\n", {}, R"(database.pool_size = "257" (from outboxd.yaml:2))", "from 1 to 256"},
+        {"", {{"OUTBOX_SHUTDOWN_TIMEOUT", "61m"}}, R"(outbox.shutdown_timeout = "61m")", "from 0ms to 1h"},
+        {"", {{"OUTBOX_RETENTION", "59s"}}, R"(outbox.retention = "59s")", "from 1m to 3650d"},
+        {"", {{"OUTBOX_RETENTION", "3651d"}}, R"(outbox.retention = "3651d")", "from 1m to 3650d"},
+        {"", {{"OUTBOX_ENABLED", "maybe"}}, R"(outbox.enabled = "maybe" (from OUTBOX_ENABLED))", "true or false"},
+        {"",
+         {{"OUTBOX_ADMIN_LISTEN", "localhost"}},
+         R"(admin.listen = "localhost" (from OUTBOX_ADMIN_LISTEN))",
+         "off or host:port"},
+        {"", {{"OUTBOX_ADMIN_LISTEN", "127.0.0.1:0"}}, R"(admin.listen = "127.0.0.1:0")", "port from 1 to 65535"},
+        {"", {{"OUTBOX_ADMIN_LISTEN", "127.0.0.1:65536"}}, R"(admin.listen = "127.0.0.1:65536")", "1 to 65535"},
+        {"", {{"OUTBOX_ADMIN_LISTEN", ":8080"}}, R"(admin.listen = ":8080")", "host:port"},
+        {"admin:\n  listen: 127.0.0.1:http\n",
+         {},
+         R"(admin.listen = "127.0.0.1:http" (from outboxd.yaml:2))",
+         "host:port"},
+        {"",
+         {{"OUTBOX_LOG_LEVEL", "verbose"}},
+         R"(log.level = "verbose" (from OUTBOX_LOG_LEVEL))",
+         "expected one of trace, debug, info, warn, error"},
+        {"log:\n  format: xml\n", {}, R"(log.format = "xml" (from outboxd.yaml:2))", "expected one of text, json"},
+        {"handlers:\n  h:\n    timeout: 0ms\n",
+         {},
+         R"(handlers.h.timeout = "0ms" (from outboxd.yaml:3))",
+         "from 1ms to 1d"},
+        {"handlers:\n  h:\n    timeout: 25h\n", {}, R"(handlers.h.timeout = "25h")", "from 1ms to 1d"},
+        {"handlers:\n  h:\n    max_concurrency: 0\n",
+         {},
+         R"(handlers.h.max_concurrency = "0" (from outboxd.yaml:3))",
+         "from 1 to 10000"},
+        {"handlers:\n  h:\n    max_concurrency: 10001\n",
+         {},
+         R"(handlers.h.max_concurrency = "10001")",
+         "from 1 to 10000"},
+        {"handlers:\n  h:\n    rate_limit_per_second: 0\n",
+         {},
+         R"(handlers.h.rate_limit_per_second = "0")",
+         "greater than 0 and at most 100000"},
+        {"handlers:\n  h:\n    rate_limit_per_second: -1\n",
+         {},
+         R"(handlers.h.rate_limit_per_second = "-1")",
+         "greater than 0"},
+        {"handlers:\n  h:\n    rate_limit_per_second: 100001\n",
+         {},
+         R"(handlers.h.rate_limit_per_second = "100001")",
+         "at most 100000"},
+        {"handlers:\n  h:\n    rate_limit_per_second: fast\n",
+         {},
+         R"(handlers.h.rate_limit_per_second = "fast")",
+         "greater than 0"},
+        {"handlers:\n  h:\n    rate_limit_per_second: .inf\n",
+         {},
+         R"(handlers.h.rate_limit_per_second = ".inf")",
+         "at most 100000"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.key_value_source);
+        const std::string message = error_of(c.yaml, env_of(c.env));
+        EXPECT_TRUE(contains(message, c.key_value_source)) << message;
+        EXPECT_TRUE(contains(message, c.allowed)) << message;
+    }
+}
+
+TEST(Config, BoundaryValuesAreAccepted) {
+    const Config low = parse_config("", "x.yaml",
+                                    env_of({{"OUTBOX_POLL_INTERVAL", "10ms"},
+                                            {"OUTBOX_BATCH_SIZE", "1"},
+                                            {"OUTBOX_LEASE_DURATION", "1s"},
+                                            {"OUTBOX_MAX_ATTEMPTS", "1"},
+                                            {"OUTBOX_INITIAL_BACKOFF", "0s"},
+                                            {"OUTBOX_MAX_BACKOFF", "0s"},
+                                            {"OUTBOX_CONCURRENCY", "1"},
+                                            {"OUTBOX_DB_POOL_SIZE", "1"},
+                                            {"OUTBOX_SHUTDOWN_TIMEOUT", "0s"},
+                                            {"OUTBOX_RETENTION", "1m"},
+                                            {"OUTBOX_ADMIN_LISTEN", "h:1"}}));
+    EXPECT_EQ(low.outbox.poll_interval, 10ms);
+    EXPECT_EQ(low.outbox.max_backoff, 0ms);
+    EXPECT_EQ(low.outbox.retention, 1min);
+    const Config high = parse_config(
+        "handlers:\n  h:\n    max_concurrency: 10000\n    rate_limit_per_second: 100000\n    timeout: 24h\n", "x.yaml",
+        env_of({{"OUTBOX_POLL_INTERVAL", "1h"},
+                {"OUTBOX_BATCH_SIZE", "1000"},
+                {"OUTBOX_LEASE_DURATION", "24h"},
+                {"OUTBOX_MAX_ATTEMPTS", "1000"},
+                {"OUTBOX_INITIAL_BACKOFF", "24h"},
+                {"OUTBOX_MAX_BACKOFF", "7d"},
+                {"OUTBOX_CONCURRENCY", "1024"},
+                {"OUTBOX_DB_POOL_SIZE", "256"},
+                {"OUTBOX_SHUTDOWN_TIMEOUT", "1h"},
+                {"OUTBOX_RETENTION", "3650d"},
+                {"OUTBOX_ADMIN_LISTEN", "[::1]:65535"}}));
+    EXPECT_EQ(high.outbox.batch_size, 1000);
+    EXPECT_EQ(high.outbox.max_backoff, 24h * 7);
+    EXPECT_EQ(high.outbox.retention, 24h * 3650);
+    EXPECT_EQ(high.admin.listen, "[::1]:65535");
+    EXPECT_EQ(high.handler("h").max_concurrency, 10000);
+    EXPECT_EQ(high.handler("h").rate_limit_per_second, 100000.0);
+    EXPECT_EQ(high.handler("h").timeout, 24h);
+}
+
+TEST(Config, ValueWithANewlineIsShownEscapedOnOneLine) {
+    const std::string message = error_of("", env_of({{"OUTBOX_LOG_LEVEL", "info\nerror"}}));
+    EXPECT_TRUE(contains(message, R"(log.level = "info\nerror")")) << message;
+}
+
+TEST(Config, UnknownKeyIsRejectedWithItsLineAndASuggestion) {
+    const std::string message = error_of("outbox:\n  batch_size: 5\n  pol_interval: 1s\n");
+    EXPECT_TRUE(contains(message, "outbox.pol_interval (from outboxd.yaml:3): unknown key")) << message;
+    EXPECT_TRUE(contains(message, "did you mean poll_interval?")) << message;
+}
+
+TEST(Config, UnknownSectionAndUnknownHandlerKeyAreRejected) {
+    const std::string section = error_of("outbx:\n  batch_size: 5\n");
+    EXPECT_TRUE(contains(section, "outbx (from outboxd.yaml:1): unknown key")) << section;
+    EXPECT_TRUE(contains(section, "did you mean outbox?")) << section;
+    const std::string handler = error_of("handlers:\n  h:\n    timout: 5s\n");
+    EXPECT_TRUE(contains(handler, "handlers.h.timout (from outboxd.yaml:3): unknown key")) << handler;
+    const std::string far = error_of("log:\n  colour: red\n");
+    EXPECT_TRUE(contains(far, "log.colour (from outboxd.yaml:2): unknown key; allowed here: level, format")) << far;
+}
+
+TEST(Config, DuplicateKeyIsRejected) {
+    const std::string message = error_of("outbox:\n  batch_size: 5\n  batch_size: 6\n");
+    EXPECT_TRUE(contains(message, "outbox.batch_size (from outboxd.yaml:3): duplicate key")) << message;
+}
+
+TEST(Config, YamlSyntaxErrorNamesFileAndLine) {
+    const std::string message = error_of("outbox:\n  batch_size: [1, 2\n  poll_interval: 1s\n");
+    EXPECT_TRUE(contains(message, "outboxd.yaml:")) << message;
+    EXPECT_TRUE(contains(message, "YAML syntax error")) << message;
+    const std::string tabs = error_of("outbox:\n  batch_size: 5\n bad: [\n");
+    EXPECT_TRUE(contains(tabs, "outboxd.yaml:3")) << tabs;
+}
+
+TEST(Config, MoreThanOneYamlDocumentIsRejected) {
+    const std::string message = error_of("outbox:\n  batch_size: 5\n---\noutbox:\n  batch_size: 6\n");
+    EXPECT_TRUE(contains(message, "one YAML document")) << message;
+}
+
+TEST(Config, WrongShapesAreRejected) {
+    const std::string map_for_scalar = error_of("outbox:\n  poll_interval: { value: 1s }\n");
+    EXPECT_TRUE(
+        contains(map_for_scalar, "outbox.poll_interval (from outboxd.yaml:2): expected a single value, got a mapping"))
+        << map_for_scalar;
+    const std::string list_for_scalar = error_of("database:\n  url: [a, b]\n");
+    EXPECT_TRUE(contains(list_for_scalar, "database.url (from outboxd.yaml:2): expected a single value, got a list"))
+        << list_for_scalar;
+    const std::string scalar_for_section = error_of("outbox: fast\n");
+    EXPECT_TRUE(contains(scalar_for_section, "outbox (from outboxd.yaml:1): expected a mapping")) << scalar_for_section;
+    const std::string top_level_list = error_of("- outbox\n");
+    EXPECT_TRUE(contains(top_level_list, "expected a mapping of sections, got a list")) << top_level_list;
+    const std::string empty_value = error_of("outbox:\n  batch_size:\n");
+    EXPECT_TRUE(contains(empty_value, "outbox.batch_size (from outboxd.yaml:2): expected a single value, got nothing"))
+        << empty_value;
+    const std::string config_list = error_of("handlers:\n  h:\n    config: [1, 2]\n");
+    EXPECT_TRUE(contains(config_list, "handlers.h.config (from outboxd.yaml:3): expected a mapping")) << config_list;
+}
+
+TEST(Config, JwtSecretInTheFileIsRejectedWithoutEchoingIt) {
+    const std::string message = error_of("admin:\n  jwt_secret: hunter2-very-secret\n");
+    EXPECT_TRUE(contains(message, "admin.jwt_secret (from outboxd.yaml:2)")) << message;
+    EXPECT_TRUE(contains(message, "OUTBOX_ADMIN_JWT_SECRET")) << message;
+    EXPECT_FALSE(contains(message, "hunter2")) << "the secret must not be printed: " << message;
+}
+
+TEST(Config, SecretsInsideHandlerConfigAreRejectedAtAnyDepth) {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"handlers:\n  h:\n    config:\n      api_key: sk-live-123\n",
+         "handlers.h.config.api_key (from outboxd.yaml:4)"},
+        {"handlers:\n  h:\n    config:\n      auth:\n        Password: sk-live-123\n",
+         "handlers.h.config.auth.Password (from outboxd.yaml:5)"},
+        {"handlers:\n  h:\n    config:\n      clients:\n        - name: a\n          Client_SECRET: sk-live-123\n",
+         "handlers.h.config.clients[0].Client_SECRET (from outboxd.yaml:6)"},
+        {"handlers:\n  h:\n    config: { refresh_token: sk-live-123 }\n", "handlers.h.config.refresh_token"},
+        {"handlers:\n  h:\n    config: { token: sk-live-123 }\n", "handlers.h.config.token"},
+    };
+    for (const auto& [yaml, where] : cases) {
+        SCOPED_TRACE(where);
+        const std::string message = error_of(yaml);
+        EXPECT_TRUE(contains(message, where)) << message;
+        EXPECT_TRUE(contains(message, "environment variable")) << message;
+        EXPECT_TRUE(contains(message, "_env")) << message;
+        EXPECT_FALSE(contains(message, "sk-live-123")) << "the secret must not be printed: " << message;
+    }
+}
+
+TEST(Config, SecretNamesEndingInEnvAndLookalikesAreAllowed) {
+    const Config c = parse_config(
+        "handlers:\n  h:\n    config:\n      api_key_env: AI_API_KEY\n      DB_PASSWORD_ENV: PW\n"
+        "      max_tokens: 5\n      tokenizer: bpe\n",
+        "x.yaml", kNoEnv);
+    const auto json = nlohmann::json::parse(c.handler("h").config_json);
+    EXPECT_EQ(json["api_key_env"], "AI_API_KEY");
+    EXPECT_EQ(json["DB_PASSWORD_ENV"], "PW");
+    EXPECT_EQ(json["max_tokens"], 5);
+}
+
+TEST(Config, HandlerConfigBecomesJsonWithPlainScalarsTyped) {
+    const Config c = parse_config(R"(
+handlers:
+  h:
+    config:
+      endpoint: http://127.0.0.1:8081/v1/classify
+      retries: 3
+      negative: -4
+      ratio: 0.5
+      exponent: 1e3
+      enabled: true
+      disabled: false
+      quoted_number: "42"
+      single_quoted_bool: 'true'
+      tagged: !!str 7
+      duration: 5s
+      nothing: ~
+      empty:
+      list: [1, two, "3", 4.5]
+      nested:
+        deeper: { a: 1, b: [x, { c: false }] }
+)",
+                                  "x.yaml", kNoEnv);
+    const auto json = nlohmann::json::parse(c.handler("h").config_json);
+    EXPECT_EQ(json["endpoint"], "http://127.0.0.1:8081/v1/classify");
+    EXPECT_TRUE(json["retries"].is_number_integer());
+    EXPECT_EQ(json["retries"], 3);
+    EXPECT_EQ(json["negative"], -4);
+    EXPECT_TRUE(json["ratio"].is_number_float());
+    EXPECT_EQ(json["ratio"], 0.5);
+    EXPECT_EQ(json["exponent"], 1000.0);
+    EXPECT_EQ(json["enabled"], true);
+    EXPECT_EQ(json["disabled"], false);
+    EXPECT_EQ(json["quoted_number"], "42") << "a quoted scalar stays a string";
+    EXPECT_EQ(json["single_quoted_bool"], "true") << "a quoted scalar stays a string";
+    EXPECT_EQ(json["tagged"], "7") << "an explicit !!str tag stays a string";
+    EXPECT_EQ(json["duration"], "5s");
+    EXPECT_TRUE(json["nothing"].is_null());
+    EXPECT_TRUE(json["empty"].is_null());
+    EXPECT_EQ(json["list"], nlohmann::json::parse(R"([1, "two", "3", 4.5])"));
+    EXPECT_EQ(json["nested"], nlohmann::json::parse(R"({"deeper": {"a": 1, "b": ["x", {"c": false}]}})"));
+}
+
+TEST(Config, HandlerWithoutASectionGetsDefaults) {
+    const Config c = parse_config("handlers:\n  other:\n    timeout: 1s\n", "x.yaml", kNoEnv);
+    const auto settings = c.handler("unknown-handler");
+    EXPECT_FALSE(settings.max_concurrency.has_value());
+    EXPECT_FALSE(settings.rate_limit_per_second.has_value());
+    EXPECT_EQ(settings.timeout, 30s);
+    EXPECT_EQ(settings.config_json, "{}");
+}
+
+TEST(Config, MissingFileIsAnErrorNamingThePath) {
+    try {
+        load_config(std::string("/nonexistent/dir/outboxd.yaml"), kNoEnv);
+        FAIL() << "expected a ConfigError";
+    } catch (const ConfigError& e) {
+        EXPECT_TRUE(contains(e.what(), "/nonexistent/dir/outboxd.yaml")) << e.what();
+    }
+}
+
+TEST(Config, DirectoryInsteadOfAFileIsAnErrorNamingThePath) {
+    try {
+        load_config(std::string(OUTBOX_SOURCE_DIR "/config"), kNoEnv);
+        FAIL() << "expected a ConfigError";
+    } catch (const ConfigError& e) {
+        EXPECT_TRUE(contains(e.what(), "/config: it is a directory")) << e.what();
+    }
+}
+
+TEST(Config, ErrorsFromARealFileNameThePathAndLine) {
+    const auto path =
+        std::filesystem::temp_directory_path() / ("outboxd-config-test-" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(path) << "# comment\noutbox:\n  concurrency: 0\n";
+    std::string message;
+    try {
+        load_config(path.string(), kNoEnv);
+    } catch (const ConfigError& e) {
+        message = e.what();
+    }
+    std::filesystem::remove(path);
+    EXPECT_TRUE(contains(message, "outbox.concurrency = \"0\" (from " + path.string() + ":3)")) << message;
+}
+
+TEST(Config, TheDocumentedExampleFileParsesToTheDefaults) {
+    const Config c = load_config(std::string(OUTBOX_SOURCE_DIR "/config/outboxd.yaml"), kNoEnv);
+    const Config defaults = load_config(std::nullopt, kNoEnv);
+    EXPECT_EQ(c.database.url, defaults.database.url);
+    EXPECT_EQ(c.database.pool_size, defaults.database.pool_size);
+    EXPECT_EQ(c.outbox.enabled, defaults.outbox.enabled);
+    EXPECT_EQ(c.outbox.poll_interval, defaults.outbox.poll_interval);
+    EXPECT_EQ(c.outbox.batch_size, defaults.outbox.batch_size);
+    EXPECT_EQ(c.outbox.lease_duration, defaults.outbox.lease_duration);
+    EXPECT_EQ(c.outbox.max_attempts, defaults.outbox.max_attempts);
+    EXPECT_EQ(c.outbox.initial_backoff, defaults.outbox.initial_backoff);
+    EXPECT_EQ(c.outbox.max_backoff, defaults.outbox.max_backoff);
+    EXPECT_EQ(c.outbox.concurrency, defaults.outbox.concurrency);
+    EXPECT_EQ(c.outbox.shutdown_timeout, defaults.outbox.shutdown_timeout);
+    EXPECT_EQ(c.outbox.retention, defaults.outbox.retention);
+    EXPECT_EQ(c.outbox.host_id, defaults.outbox.host_id);
+    EXPECT_EQ(c.plugins.dir, defaults.plugins.dir);
+    EXPECT_EQ(c.admin.listen, defaults.admin.listen);
+    EXPECT_EQ(c.admin.jwt_public_key_file, defaults.admin.jwt_public_key_file);
+    EXPECT_EQ(c.admin.jwt_issuer, defaults.admin.jwt_issuer);
+    EXPECT_EQ(c.admin.jwt_audience, defaults.admin.jwt_audience);
+    EXPECT_EQ(c.log.level, defaults.log.level);
+    EXPECT_EQ(c.log.format, defaults.log.format);
+
+    const auto classification = c.handler("category-classification");
+    EXPECT_EQ(classification.max_concurrency, 1);
+    EXPECT_EQ(classification.rate_limit_per_second, 2.0);
+    EXPECT_EQ(classification.timeout, 10s);
+    EXPECT_EQ(
+        nlohmann::json::parse(classification.config_json),
+        nlohmann::json::parse(R"({"endpoint": "http://127.0.0.1:8081/v1/classify", "api_key_env": "AI_API_KEY"})"));
+    const auto forwarding = c.handler("mission-log-forwarding");
+    EXPECT_FALSE(forwarding.max_concurrency.has_value());
+    EXPECT_EQ(forwarding.timeout, 30s);
+    EXPECT_EQ(nlohmann::json::parse(forwarding.config_json),
+              nlohmann::json::parse(R"({"base_url": "http://127.0.0.1:8082", "timeout": "5s"})"));
+}
+
+TEST(Config, ProcessEnvironmentReadsTheRealEnvironment) {
+    const std::string name = "OUTBOX_UNIT_TEST_PROCESS_ENVIRONMENT_PROBE";
+    const auto env = outbox::config::process_environment();
+    ::unsetenv(name.c_str());
+    EXPECT_FALSE(env(name).has_value());
+    ::setenv(name.c_str(), "present", 1);
+    EXPECT_EQ(env(name), "present");
+    ::unsetenv(name.c_str());
+}
+
+}  // namespace
