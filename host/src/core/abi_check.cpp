@@ -19,18 +19,21 @@ std::string describe_abi(const outbox_plugin_manifest_t& m) {
 }
 
 AbiVerdict check_abi(const outbox_plugin_manifest_t& plugin, const outbox_plugin_manifest_t& host) {
+    const std::string host_version = std::to_string(host.abi_major) + "." + std::to_string(host.abi_minor);
     if (plugin.magic != OUTBOX_MANIFEST_MAGIC) {
-        return {false, "outbox_plugin_manifest has the wrong magic number: not an outboxd plugin manifest; "
-                       "build the plugin with OUTBOX_PLUGIN() from the outboxd SDK"};
+        // Nothing else in the struct can be trusted, so the plugin's version is unknown.
+        return {false, "plugin ABI unknown, host ABI " + host_version +
+                           ": outbox_plugin_manifest has the wrong magic number, so this is not an outboxd plugin "
+                           "manifest; build the plugin with OUTBOX_PLUGIN() from the outboxd SDK"};
     }
+    const std::string versions = "plugin ABI " + std::to_string(plugin.abi_major) + "." +
+                                 std::to_string(plugin.abi_minor) + ", host ABI " + host_version;
     const std::string kind = bounded(plugin.abi_kind, sizeof plugin.abi_kind);
     const std::string host_kind = bounded(host.abi_kind, sizeof host.abi_kind);
     if (kind != host_kind) {
-        return {false, "plugin ABI kind '" + kind + "' is not '" + host_kind + "'; build it with the outboxd C++ SDK"};
+        return {false, versions + ": plugin ABI kind '" + kind + "' is not '" + host_kind +
+                           "'; build it with the outboxd C++ SDK"};
     }
-    const std::string versions = "plugin ABI " + std::to_string(plugin.abi_major) + "." +
-                                 std::to_string(plugin.abi_minor) + ", host ABI " + std::to_string(host.abi_major) +
-                                 "." + std::to_string(host.abi_minor);
     if (plugin.abi_major != host.abi_major) {
         return {false, versions + ": major versions differ; rebuild the plugin against the SDK " +
                            std::to_string(host.abi_major) + ".x headers shipped with this outboxd"};
@@ -46,8 +49,8 @@ AbiVerdict check_abi(const outbox_plugin_manifest_t& plugin, const outbox_plugin
     const std::string stdlib = bounded(plugin.stdlib_abi, sizeof plugin.stdlib_abi);
     const std::string host_stdlib = bounded(host.stdlib_abi, sizeof host.stdlib_abi);
     if (stdlib != host_stdlib) {
-        return {false, "plugin standard library ABI '" + stdlib + "' differs from the host's '" + host_stdlib +
-                           "'; rebuild the plugin with the same compiler and standard library as outboxd"};
+        return {false, versions + ": plugin standard library ABI '" + stdlib + "' differs from the host's '" +
+                           host_stdlib + "'; rebuild the plugin with the compiler and standard library of outboxd"};
     }
     return {true, {}};
 }

@@ -26,7 +26,7 @@ inline constexpr std::size_t kMaxPayloadBytes = 8192;
 
 enum class FieldKind {
     Uuid,        ///< canonical 8-4-4-4-12 hex UUID text
-    Identifier,  ///< [A-Za-z0-9_.:-]+, e.g. "mission-42" or "SUMMER_SOLSTICE"; no run of 13+ digits
+    Identifier,  ///< [A-Za-z0-9_.:-]+, e.g. "mission-42" or "SUMMER_SOLSTICE"; no run of 13+ digits, not phone-shaped
     String,      ///< short free text; rejected when shaped like PII (e-mail, phone, JWT, 9+ digits)
     Integer,     ///< signed 64-bit integer
     Number,      ///< finite double
@@ -118,6 +118,23 @@ inline std::size_t longest_digit_run(std::string_view s, bool through_separators
     return best;
 }
 
+/// Only digits and phone separators, at least one separator and 9+ digits: "010-1234-5678".
+/// Plain digit runs are left to the digit-run rule so numeric ids stay usable.
+inline bool looks_like_phone(std::string_view s) {
+    std::size_t digits = 0;
+    bool separated = false;
+    for (const char c : s) {
+        if (is_digit(c)) {
+            ++digits;
+        } else if (c == ' ' || c == '+' || c == '-' || c == '.' || c == '(' || c == ')') {
+            separated = true;
+        } else {
+            return false;
+        }
+    }
+    return separated && digits >= 9;
+}
+
 inline const char* kind_name(FieldKind kind) {
     switch (kind) {
         case FieldKind::Uuid: return "Uuid";
@@ -170,6 +187,7 @@ public:
                     }
                 }
                 if (detail::looks_like_jwt(value)) throw PayloadError(spec.name, "value is shaped like a JWT");
+                if (detail::looks_like_phone(value)) throw PayloadError(spec.name, "value is shaped like a phone number");
                 if (detail::longest_digit_run(value, false) >= 13) {
                     throw PayloadError(spec.name, "value contains a run of 13 or more digits");
                 }
