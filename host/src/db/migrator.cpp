@@ -1,0 +1,250 @@
+#include "db/migrator.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace outbox::db {
+namespace {
+
+// One fixed key for every outboxd ("outbox" in ASCII). Advisory locks are scoped to the
+// current database, so hosts migrating different databases never wait for each other.
+constexpr long long kMigrationLockKey = 0x6f7574626f78;
+
+constexpr const char* kCreateHistory = R"sql(
+CREATE TABLE IF NOT EXISTS outbox_schema_history (
+    version     integer     PRIMARY KEY,
+    file_name   text        NOT NULL,
+    checksum    text        NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    duration_ms bigint      NOT NULL
+))sql";
+constexpr const char* kHistoryExists = "SELECT to_regclass('outbox_schema_history') IS NOT NULL";
+constexpr const char* kSelectHistory = "SELECT version, file_name, checksum FROM outbox_schema_history ORDER BY version";
+constexpr const char* kInsertHistory =
+    "INSERT INTO outbox_schema_history (version, file_name, checksum, duration_ms) VALUES ($1, $2, $3, $4)";
+// Computed by the server so the binary needs no crypto library; the text is hashed as UTF-8.
+constexpr const char* kChecksum = "SELECT encode(sha256(convert_to($1::text, 'UTF8')), 'hex')";
+
+struct Migration {
+    int version = 0;
+    std::string file_name;
+    std::string sql;
+};
+
+struct HistoryRow {
+    std::string file_name;
+    std::string checksum;
+};
+
+// V<n>__<name>.sql, n a positive integer, name of letters, digits, '_' and '-'.
+std::optional<int> parse_version(std::string_view file_name) {
+    constexpr std::string_view kSuffix = ".sql";
+    if (file_name.size() < 1 + kSuffix.size() || file_name.front() != 'V' || !file_name.ends_with(kSuffix)) {
+        return std::nullopt;
+    }
+    const std::string_view stem = file_name.substr(1, file_name.size() - 1 - kSuffix.size());
+    const auto separator = stem.find("__");
+    if (separator == std::string_view::npos || separator == 0 || separator + 2 == stem.size()) return std::nullopt;
+    const std::string_view digits = stem.substr(0, separator);
+    const std::string_view name = stem.substr(separator + 2);
+    int version = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), version);
+    if (error != std::errc{} || end != digits.data() + digits.size() || version <= 0) return std::nullopt;
+    const bool name_ok = std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+    if (!name_ok) return std::nullopt;
+    return version;
+}
+
+std::vector<Migration> validated(const std::vector<EmbeddedMigration>& embedded) {
+    std::vector<Migration> migrations;
+    migrations.reserve(embedded.size());
+    for (const auto& file : embedded) {
+        const auto version = parse_version(file.file_name);
+        if (!version) {
+            throw MigrationError("migration file name '" + std::string(file.file_name) +
+                                 "' is malformed; expected V<n>__<name>.sql, e.g. V2__add_index.sql");
+        }
+        migrations.push_back({*version, std::string(file.file_name), std::string(file.sql)});
+    }
+    std::sort(migrations.begin(), migrations.end(),
+              [](const Migration& a, const Migration& b) { return a.version < b.version; });
+    for (std::size_t i = 1; i < migrations.size(); ++i) {
+        if (migrations[i].version == migrations[i - 1].version) {
+            throw MigrationError("migrations " + migrations[i - 1].file_name + " and " + migrations[i].file_name +
+                                 " have the same version " + std::to_string(migrations[i].version) +
+                                 "; every file needs its own version number");
+        }
+    }
+    return migrations;
+}
+
+std::string short_hash(const std::string& checksum) { return checksum.substr(0, 12) + "…"; }
+
+// libpq messages start with "ERROR:  " and may continue with LINE/HINT lines.
+std::string first_line(std::string_view text) {
+    text = text.substr(0, text.find('\n'));
+    if (text.starts_with("ERROR:")) text.remove_prefix(6);
+    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\r' || text.back() == '\t')) text.remove_suffix(1);
+    return std::string(text);
+}
+
+std::map<int, HistoryRow> read_history(pqxx::transaction_base& tx) {
+    std::map<int, HistoryRow> history;
+    for (const auto& row : tx.exec(kSelectHistory)) {
+        history.emplace(row[0].as<int>(), HistoryRow{row[1].as<std::string>(), row[2].as<std::string>()});
+    }
+    return history;
+}
+
+std::vector<std::string> checksums(pqxx::transaction_base& tx, const std::vector<Migration>& migrations) {
+    std::vector<std::string> sums;
+    sums.reserve(migrations.size());
+    for (const auto& migration : migrations) {
+        sums.push_back(tx.exec_params1(kChecksum, migration.sql)[0].as<std::string>());
+    }
+    return sums;
+}
+
+void verify_applied(const std::vector<Migration>& migrations, const std::vector<std::string>& sums,
+                    const std::map<int, HistoryRow>& history) {
+    for (std::size_t i = 0; i < migrations.size(); ++i) {
+        const auto applied = history.find(migrations[i].version);
+        if (applied != history.end() && applied->second.checksum != sums[i]) {
+            throw MigrationError("migration " + migrations[i].file_name +
+                                 " was edited after it was applied (checksum " + short_hash(applied->second.checksum) +
+                                 " in the database, " + short_hash(sums[i]) +
+                                 " in this outboxd); restore the original file and add a new migration instead");
+        }
+    }
+}
+
+void verify_known(const std::vector<Migration>& migrations, const std::map<int, HistoryRow>& history) {
+    const int latest = migrations.empty() ? 0 : migrations.back().version;
+    for (const auto& [version, row] : history) {
+        const bool known = std::any_of(migrations.begin(), migrations.end(),
+                                       [version = version](const Migration& m) { return m.version == version; });
+        if (known) continue;
+        if (version > latest) {
+            throw MigrationError("the database is newer than this outboxd: it has migration " + row.file_name +
+                                 " applied, but this outboxd only knows up to version " + std::to_string(latest) +
+                                 "; run a newer outboxd");
+        }
+        throw MigrationError("the database has migration " + row.file_name +
+                             " applied, which this outboxd does not know; run the outboxd that applied it");
+    }
+}
+
+// Applying a file below the highest applied version would run it against a schema it was
+// never written for, so a gap is refused rather than filled.
+void verify_in_order(const std::vector<Migration>& migrations, const std::map<int, HistoryRow>& history) {
+    if (history.empty()) return;
+    const int highest = history.rbegin()->first;
+    for (const auto& migration : migrations) {
+        if (migration.version < highest && !history.contains(migration.version)) {
+            throw MigrationError("migration " + migration.file_name + " is not applied but version " +
+                                 std::to_string(highest) +
+                                 " already is; give the new file a version above every applied one");
+        }
+    }
+}
+
+// Session-level lock: it survives the per-file transactions and is released on every path.
+class AdvisoryLock {
+public:
+    explicit AdvisoryLock(pqxx::connection& conn) : conn_(conn) {
+        pqxx::nontransaction tx{conn_};
+        tx.exec_params("SELECT pg_advisory_lock($1)", kMigrationLockKey);
+    }
+    ~AdvisoryLock() {
+        try {
+            pqxx::nontransaction tx{conn_};
+            tx.exec_params("SELECT pg_advisory_unlock($1)", kMigrationLockKey);
+        } catch (...) {
+            // A broken connection has ended the session, and the lock with it.
+        }
+    }
+    AdvisoryLock(const AdvisoryLock&) = delete;
+    AdvisoryLock& operator=(const AdvisoryLock&) = delete;
+    AdvisoryLock(AdvisoryLock&&) = delete;
+    AdvisoryLock& operator=(AdvisoryLock&&) = delete;
+
+private:
+    pqxx::connection& conn_;
+};
+
+}  // namespace
+
+Migrator::Migrator(std::vector<EmbeddedMigration> migrations) : migrations_(std::move(migrations)) {
+    validated(migrations_);
+}
+
+std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn) const {
+    const std::vector<Migration> migrations = validated(migrations_);
+    const AdvisoryLock lock{conn};
+
+    std::map<int, HistoryRow> history;
+    std::vector<std::string> sums;
+    {
+        pqxx::work tx{conn};
+        tx.exec0(kCreateHistory);
+        history = read_history(tx);
+        sums = checksums(tx, migrations);
+        tx.commit();
+    }
+    verify_known(migrations, history);
+    verify_applied(migrations, sums, history);
+    verify_in_order(migrations, history);
+
+    std::vector<AppliedMigration> applied;
+    for (std::size_t i = 0; i < migrations.size(); ++i) {
+        const Migration& migration = migrations[i];
+        if (history.contains(migration.version)) continue;
+        const auto started = std::chrono::steady_clock::now();
+        try {
+            pqxx::work tx{conn};
+            tx.exec(migration.sql);
+            const auto duration_ms =
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                    .count();
+            tx.exec_params0(kInsertHistory, migration.version, migration.file_name, sums[i],
+                            static_cast<long long>(duration_ms));
+            tx.commit();
+            applied.push_back({migration.version, migration.file_name, static_cast<long long>(duration_ms)});
+        } catch (const pqxx::sql_error& e) {
+            throw MigrationError("migration " + migration.file_name + " failed and was rolled back: " +
+                                 first_line(e.what()));
+        } catch (const pqxx::transaction_rollback& e) {
+            // Not an sql_error in libpqxx 6.4 (serialization failure, deadlock).
+            throw MigrationError("migration " + migration.file_name + " failed and was rolled back: " +
+                                 first_line(e.what()));
+        }
+    }
+    return applied;
+}
+
+SchemaStatus Migrator::status(pqxx::connection& conn) const {
+    const std::vector<Migration> migrations = validated(migrations_);
+    pqxx::read_transaction tx{conn};
+    std::map<int, HistoryRow> history;
+    if (tx.exec1(kHistoryExists)[0].as<bool>()) history = read_history(tx);
+    verify_applied(migrations, checksums(tx, migrations), history);
+    tx.commit();
+
+    SchemaStatus status;
+    status.applied_version = history.empty() ? 0 : history.rbegin()->first;
+    status.latest_version = migrations.empty() ? 0 : migrations.back().version;
+    for (const auto& migration : migrations) {
+        if (!history.contains(migration.version)) status.pending.push_back(migration.file_name);
+    }
+    return status;
+}
+
+}  // namespace outbox::db

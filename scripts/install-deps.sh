@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages outboxd needs to build and test (compiler, CMake, libpqxx,
+# Boost, spdlog, yaml-cpp, nlohmann_json, cpp-httplib, CLI11, libjwt, GoogleTest, Google
+# Benchmark, PostgreSQL 15). Idempotent and silent when everything is already installed.
+# Runs as root, or through sudo for another user.
+set -euo pipefail
+
+packages=(
+  build-essential g++ cmake pkg-config
+  libpqxx-dev libpq-dev
+  libboost-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
+  libcpp-httplib-dev libcli11-dev libjwt-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  postgresql-15 # includes the contrib modules on Debian 12
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
+  if [[ "$status" != installed ]]; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+as_root=()
+if ((EUID != 0)); then
+  as_root=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

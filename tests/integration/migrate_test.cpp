@@ -1,0 +1,272 @@
+// The migration runner against a real PostgreSQL: fresh databases, reruns, concurrent
+// hosts, edited files, unknown versions and failing statements.
+
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include "db/embedded_migrations.hpp"
+#include "db/migrator.hpp"
+#include "support/pg_fixture.hpp"
+
+namespace {
+
+using outbox::db::EmbeddedMigration;
+using outbox::db::MigrationError;
+using outbox::db::Migrator;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// TestDatabase is already migrated; these tests need a database with nothing in it.
+class EmptyDatabase {
+public:
+    EmptyDatabase() : name_("outbox_empty_" + std::to_string(::getpid()) + "_" + std::to_string(++counter_)) {
+        admin("CREATE DATABASE " + name_);
+        url_ = outbox::test::with_database(outbox::test::server_url(), name_);
+    }
+    ~EmptyDatabase() {
+        try {
+            admin("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+        } catch (...) {
+        }
+    }
+    EmptyDatabase(const EmptyDatabase&) = delete;
+    EmptyDatabase& operator=(const EmptyDatabase&) = delete;
+
+    [[nodiscard]] const std::string& url() const { return url_; }
+    [[nodiscard]] std::string scalar(const std::string& sql) const {
+        pqxx::connection conn{url_};
+        pqxx::read_transaction tx{conn};
+        return tx.exec1(sql)[0].as<std::string>();
+    }
+
+private:
+    static void admin(const std::string& sql) {
+        pqxx::connection conn{outbox::test::server_url()};
+        pqxx::nontransaction tx{conn};
+        tx.exec0(sql);
+    }
+
+    static inline std::atomic<int> counter_{0};
+    std::string name_;
+    std::string url_;
+};
+
+const std::vector<EmbeddedMigration>& real() { return outbox::db::embedded_migrations(); }
+
+std::vector<EmbeddedMigration> real_plus(std::vector<EmbeddedMigration> extra) {
+    std::vector<EmbeddedMigration> all = real();
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+}
+
+std::string message_of(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const MigrationError& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a MigrationError";
+    return {};
+}
+
+const EmbeddedMigration kV2{"V2__add_widget.sql", "CREATE TABLE widget (id int PRIMARY KEY);"};
+const EmbeddedMigration kV3{"V3__add_gadget.sql", "CREATE TABLE gadget (id int PRIMARY KEY);"};
+
+TEST(Migrator, RejectsMalformedFileNames) {
+    for (const char* name : {"V1_schema.sql", "1__schema.sql", "V__schema.sql", "V0__schema.sql", "V1__.sql",
+                             "V1__schema.txt", "Vx__schema.sql", "V1__sch ema.sql", "V99999999999__schema.sql"}) {
+        const std::string message = message_of([&] { Migrator{{{name, "SELECT 1;"}}}; });
+        EXPECT_THAT(message, HasSubstr(name));
+        EXPECT_THAT(message, HasSubstr("V<n>__<name>.sql"));
+    }
+}
+
+TEST(Migrator, RejectsDuplicateVersions) {
+    const std::string message =
+        message_of([] { Migrator{{{"V1__a.sql", "SELECT 1;"}, {"V01__b.sql", "SELECT 1;"}}}; });
+    EXPECT_THAT(message, HasSubstr("V1__a.sql"));
+    EXPECT_THAT(message, HasSubstr("V01__b.sql"));
+}
+
+TEST(Migrate, FreshDatabaseGetsEveryMigrationWithChecksums) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+
+    const auto applied = Migrator{}.migrate(conn);
+
+    ASSERT_EQ(applied.size(), real().size());
+    EXPECT_EQ(applied.front().version, 1);
+    EXPECT_EQ(applied.front().file_name, "V1__outbox_schema.sql");
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history"), std::to_string(real().size()));
+    EXPECT_EQ(db.scalar("SELECT file_name FROM outbox_schema_history WHERE version = 1"), "V1__outbox_schema.sql");
+    EXPECT_EQ(db.scalar("SELECT bool_and(checksum ~ '^[0-9a-f]{64}$' AND duration_ms >= 0 AND applied_at <= now()) "
+                        "FROM outbox_schema_history"),
+              "t");
+    EXPECT_EQ(db.scalar("SELECT to_regclass('event_publication') IS NOT NULL"), "t");
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), "0")
+        << "the migration lock must be released";
+}
+
+TEST(Migrate, ChecksumIsTheSha256OfTheFileText) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{{{"V1__tiny.sql", "CREATE TABLE tiny ();"}}}.migrate(conn);
+    // sha256 of the UTF-8 bytes of "CREATE TABLE tiny ();", computed independently of the migrator.
+    EXPECT_EQ(db.scalar("SELECT checksum = encode(sha256('CREATE TABLE tiny ();'::bytea), 'hex') "
+                        "FROM outbox_schema_history"),
+              "t");
+}
+
+TEST(Migrate, SecondRunAppliesNothing) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    ASSERT_FALSE(Migrator{}.migrate(conn).empty());
+    const std::string before = db.scalar("SELECT string_agg(version || ':' || applied_at, ',') FROM outbox_schema_history");
+
+    EXPECT_TRUE(Migrator{}.migrate(conn).empty());
+    EXPECT_EQ(db.scalar("SELECT string_agg(version || ':' || applied_at, ',') FROM outbox_schema_history"), before);
+}
+
+TEST(Migrate, NewFileIsAppliedOnTopOfAnAppliedSchema) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{}.migrate(conn);
+
+    const auto applied = Migrator{real_plus({kV2})}.migrate(conn);
+
+    ASSERT_EQ(applied.size(), 1U);
+    EXPECT_EQ(applied[0].version, 2);
+    EXPECT_EQ(applied[0].file_name, "V2__add_widget.sql");
+    EXPECT_EQ(db.scalar("SELECT to_regclass('widget') IS NOT NULL"), "t");
+}
+
+TEST(Migrate, TwoHostsMigratingAtOnceApplyEachVersionOnce) {
+    const EmptyDatabase db;
+    const Migrator migrator{real_plus({kV2, kV3})};
+    std::vector<outbox::db::AppliedMigration> applied_a;
+    std::vector<outbox::db::AppliedMigration> applied_b;
+    std::string error_a;
+    std::string error_b;
+    auto run = [&](std::vector<outbox::db::AppliedMigration>& applied, std::string& error) {
+        try {
+            pqxx::connection conn{db.url()};
+            applied = migrator.migrate(conn);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    };
+
+    std::thread a{run, std::ref(applied_a), std::ref(error_a)};
+    std::thread b{run, std::ref(applied_b), std::ref(error_b)};
+    a.join();
+    b.join();
+
+    EXPECT_EQ(error_a, "");
+    EXPECT_EQ(error_b, "");
+    EXPECT_EQ(applied_a.size() + applied_b.size(), real().size() + 2)
+        << "one host applies everything, the other waits for the lock and finds nothing to do";
+    EXPECT_TRUE(applied_a.empty() || applied_b.empty());
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history"), std::to_string(real().size() + 2));
+}
+
+TEST(Migrate, EditedAppliedMigrationIsRefused) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{}.migrate(conn);
+
+    std::vector<EmbeddedMigration> edited = real();
+    const std::string changed_sql = std::string(edited[0].sql) + "\n-- an innocent-looking edit\n";
+    edited[0].sql = changed_sql;
+    const Migrator migrator{edited};
+
+    const std::string message = message_of([&] { migrator.migrate(conn); });
+    EXPECT_THAT(message, HasSubstr("migration V1__outbox_schema.sql was edited after it was applied"));
+    EXPECT_THAT(message, HasSubstr("add a new migration instead"));
+    EXPECT_THAT(message_of([&] { migrator.status(conn); }), HasSubstr("V1__outbox_schema.sql was edited"));
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), "0")
+        << "the migration lock must be released on the error path";
+}
+
+TEST(Migrate, DatabaseNewerThanThisBinaryIsRefused) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{real_plus({kV2})}.migrate(conn);
+
+    const std::string message = message_of([&] { Migrator{}.migrate(conn); });
+
+    EXPECT_THAT(message, HasSubstr("database is newer than this outboxd"));
+    EXPECT_THAT(message, HasSubstr("V2__add_widget.sql"));
+}
+
+TEST(Migrate, NewFileBelowAnAppliedVersionIsRefused) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{real_plus({kV3})}.migrate(conn);
+
+    const std::string message = message_of([&] { Migrator{real_plus({kV2, kV3})}.migrate(conn); });
+
+    EXPECT_THAT(message, HasSubstr("V2__add_widget.sql"));
+    EXPECT_EQ(db.scalar("SELECT to_regclass('widget') IS NULL"), "t");
+}
+
+TEST(Migrate, FailingStatementRollsBackItsFileAndNamesIt) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    const EmbeddedMigration broken{"V2__broken.sql",
+                                   "CREATE TABLE half_done (id int);\nSELECT no_such_column FROM half_done;"};
+
+    const std::string message = message_of([&] { Migrator{real_plus({broken})}.migrate(conn); });
+
+    EXPECT_THAT(message, HasSubstr("V2__broken.sql"));
+    EXPECT_THAT(message, HasSubstr("no_such_column"));
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("\n"))) << "only the error's first line";
+    EXPECT_EQ(db.scalar("SELECT to_regclass('half_done') IS NULL"), "t") << "the failed file's transaction rolled back";
+    EXPECT_EQ(db.scalar("SELECT max(version) FROM outbox_schema_history"), "1") << "earlier files stay applied";
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), "0");
+    EXPECT_TRUE(Migrator{}.migrate(conn).empty()) << "the connection is still usable";
+}
+
+TEST(Migrate, StatusOfAnEmptyDatabaseListsEverythingPendingAndChangesNothing) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+
+    const auto status = Migrator{real_plus({kV2})}.status(conn);
+
+    EXPECT_EQ(status.applied_version, 0);
+    EXPECT_EQ(status.latest_version, 2);
+    EXPECT_THAT(status.pending, ElementsAre("V1__outbox_schema.sql", "V2__add_widget.sql"));
+    EXPECT_EQ(db.scalar("SELECT to_regclass('outbox_schema_history') IS NULL"), "t") << "status() must not write";
+}
+
+TEST(Migrate, StatusReportsPendingFiles) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{}.migrate(conn);
+
+    const auto pending = Migrator{real_plus({kV2, kV3})}.status(conn);
+    EXPECT_EQ(pending.applied_version, 1);
+    EXPECT_EQ(pending.latest_version, 3);
+    EXPECT_THAT(pending.pending, ElementsAre("V2__add_widget.sql", "V3__add_gadget.sql"));
+
+    const auto current = Migrator{}.status(conn);
+    EXPECT_EQ(current.applied_version, current.latest_version);
+    EXPECT_TRUE(current.pending.empty());
+}
+
+TEST(Migrate, TestDatabasesAreClonedFromAMigratedTemplate) {
+    const outbox::test::TestDatabase db;
+    pqxx::connection conn{db.url()};
+    EXPECT_TRUE(Migrator{}.status(conn).pending.empty());
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication"), "0");
+}
+
+}  // namespace
