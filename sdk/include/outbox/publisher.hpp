@@ -25,10 +25,10 @@ namespace outbox::sdk {
 
 struct PublishOptions {
     /// Optional ordering key (e.g. the aggregate's id), stored as aggregate_key.
-    std::optional<std::string> aggregate_key;
+    std::optional<std::string> aggregate_key{};
     /// When set, a second publish of the same (company_id, event_type, dedup_key) inserts
     /// nothing and returns the first event's id.
-    std::optional<std::string> dedup_key;
+    std::optional<std::string> dedup_key{};
 };
 
 /// Publishes one event inside `tx` and returns its event_id. Takes a dbtransaction (a real
