@@ -1,0 +1,447 @@
+#include "plugin/plugin_loader.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <system_error>
+#include <typeinfo>
+#include <utility>
+#include <vector>  // before the Boost.DLL headers when BOOST_DLL_USE_STD_FS is set
+
+#include <boost/core/demangle.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/abi_check.hpp"
+#include "outbox/sdk/abi.hpp"
+#include "outbox/sdk/plugin.hpp"
+
+namespace outbox::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+using Factory = sdk::detail::HandlerFactory;
+
+constexpr std::size_t kMaxShownChars = 100;
+constexpr std::size_t kMaxDlerrorChars = 300;
+
+/// Owns the library inside the handler's shared_ptr: the object is destroyed while its
+/// code is still mapped, and only then is the library released.
+struct DeleteThenUnload {
+    boost::dll::shared_library library;
+    void operator()(sdk::Handler* handler) noexcept {
+        delete handler;
+        library.unload();
+    }
+};
+
+/// Closes a file descriptor on scope exit.
+struct Fd {
+    int fd = -1;
+    explicit Fd(int value) noexcept : fd(value) {}
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+};
+
+/// Unlinks the private copy on scope exit; an open mapping survives the unlink.
+struct RemoveOnExit {
+    fs::path path;
+    ~RemoveOnExit() {
+        if (path.empty()) return;
+        std::error_code ignored;
+        fs::remove(path, ignored);
+    }
+};
+
+/// Text chosen by the plugin (names, type names), made safe and short for one log line.
+std::string shown(std::string_view text) {
+    std::string out;
+    for (const char c : text.substr(0, kMaxShownChars)) {
+        out += (c >= 0x20 && c < 0x7f) ? c : '?';
+    }
+    if (text.size() > kMaxShownChars) out += "...";
+    return out;
+}
+
+/// The C++ type of the exception being handled; never its what(), which may hold secrets.
+std::string current_exception_type() {
+    const std::type_info* type = abi::__cxa_current_exception_type();
+    return type == nullptr ? std::string("unknown type") : shown(boost::core::demangle(type->name()));
+}
+
+bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
+
+// ^[a-z0-9][a-z0-9._-]{0,99}$
+bool valid_handler_name(std::string_view name) {
+    if (name.empty() || name.size() > 100 || !is_lower_alnum(name.front())) return false;
+    return std::all_of(name.begin(), name.end(),
+                       [](char c) { return is_lower_alnum(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+// ^[A-Z][A-Za-z0-9]{0,99}$
+bool valid_event_type(std::string_view type) {
+    if (type.empty() || type.size() > 100 || !(type.front() >= 'A' && type.front() <= 'Z')) return false;
+    return std::all_of(type.begin(), type.end(), is_alnum);
+}
+
+std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
+
+/// Copies `from` into a new file in `dir` named "<n>-<filename>", taking the next n when a
+/// name is taken (another loader may share the directory). Reads through a descriptor
+/// checked to be a regular file, so a file swapped for a FIFO or device after the caller's
+/// check cannot block or confuse the copy. Sets `to` once the copy file exists.
+std::optional<std::string> copy_to_private_dir(const fs::path& from, const fs::path& dir, unsigned long long& counter,
+                                               fs::path& to) {
+    Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (in.fd < 0) return "cannot open it: " + errno_text(errno);
+    struct stat info {};
+    if (::fstat(in.fd, &info) != 0) return "cannot stat it: " + errno_text(errno);
+    if (!S_ISREG(info.st_mode)) return std::string("not a regular file");
+
+    Fd out(-1);
+    for (int tries = 0; out.fd < 0; ++tries) {
+        const fs::path candidate = dir / (std::to_string(++counter) + "-" + from.filename().string());
+        out.fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (out.fd >= 0) {
+            to = candidate;
+        } else if (errno != EEXIST || tries >= 1000) {
+            return "cannot create a private copy in " + dir.string() + ": " + errno_text(errno);
+        }
+    }
+    std::vector<char> buffer(std::size_t{1} << 16);
+    for (;;) {
+        const ssize_t got = ::read(in.fd, buffer.data(), buffer.size());
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return "cannot read it: " + errno_text(errno);
+        if (got == 0) break;
+        for (ssize_t done = 0; done < got;) {
+            const ssize_t put = ::write(out.fd, buffer.data() + done, static_cast<std::size_t>(got - done));
+            if (put < 0 && errno == EINTR) continue;
+            if (put < 0) return "cannot write the private copy: " + errno_text(errno);
+            done += put;
+        }
+    }
+    const int closed = ::close(out.fd);
+    out.fd = -1;
+    if (closed != 0) return "cannot write the private copy: " + errno_text(errno);
+    return std::nullopt;
+}
+
+/// dlopen maps segments without checking them against the file size, and touching a page
+/// past the end of a truncated file is SIGBUS. Checks that every loadable segment lies
+/// inside the file before dlopen sees it.
+std::optional<std::string> check_elf_extent(const fs::path& copy) {
+    Fd fd(::open(copy.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.fd < 0) return "cannot reopen the private copy: " + errno_text(errno);
+    struct stat info {};
+    if (::fstat(fd.fd, &info) != 0) return "cannot stat the private copy: " + errno_text(errno);
+    const auto size = static_cast<std::uint64_t>(info.st_size);
+    ElfW(Ehdr) header{};
+    if (::pread(fd.fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+        std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0) {
+        return std::string("it is not an ELF file");
+    }
+    constexpr unsigned char kNativeClass = sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32;
+    if (header.e_ident[EI_CLASS] != kNativeClass || header.e_phentsize != sizeof(ElfW(Phdr))) {
+        return std::string("it is an ELF file for another architecture");
+    }
+    const std::uint64_t table_end =
+        static_cast<std::uint64_t>(header.e_phoff) + std::uint64_t{header.e_phnum} * sizeof(ElfW(Phdr));
+    if (table_end > size) return std::string("the file is truncated (program headers missing)");
+    // The section header table is written last, so it also catches a copy cut short in
+    // parts dlopen never reads (debug info): such a file is not what was deployed.
+    const std::uint64_t sections_end =
+        static_cast<std::uint64_t>(header.e_shoff) + std::uint64_t{header.e_shnum} * header.e_shentsize;
+    if (header.e_shoff != 0 && sections_end > size) {
+        return "the file is truncated (" + std::to_string(size) + " bytes, its section headers end at " +
+               std::to_string(sections_end) + ")";
+    }
+    for (unsigned i = 0; i < header.e_phnum; ++i) {
+        ElfW(Phdr) segment{};
+        const auto offset = static_cast<off_t>(header.e_phoff + i * sizeof(ElfW(Phdr)));
+        if (::pread(fd.fd, &segment, sizeof segment, offset) != static_cast<ssize_t>(sizeof segment)) {
+            return std::string("cannot read its program headers");
+        }
+        if (segment.p_type == PT_LOAD &&
+            static_cast<std::uint64_t>(segment.p_offset) + static_cast<std::uint64_t>(segment.p_filesz) > size) {
+            return "the file is truncated (" + std::to_string(size) + " bytes, a segment ends at " +
+                   std::to_string(segment.p_offset + segment.p_filesz) + ")";
+        }
+    }
+    return std::nullopt;
+}
+
+/// dlerror() names missing symbols and libraries, which is the useful part; it also names
+/// the private copy, which the operator never sees, so that prefix is dropped.
+std::string load_error_text(const fs::path& copy) {
+    const char* raw = ::dlerror();
+    if (raw == nullptr) return "dlopen failed";
+    std::string text(raw);
+    const std::string prefix = copy.string() + ": ";
+    if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
+    if (text.size() > kMaxDlerrorChars) text = text.substr(0, kMaxDlerrorChars) + "...";
+    return text;
+}
+
+/// Reads the manifest without trusting it: magic and struct_size first, then never more
+/// than the plugin says it wrote (nor more than this host knows) and never past the
+/// symbol's size when the ELF records one.
+std::optional<std::string> copy_manifest(const void* symbol, outbox_plugin_manifest_t& manifest) {
+    std::size_t symbol_size = 0;
+    Dl_info info{};
+    void* entry = nullptr;
+    if (::dladdr1(symbol, &info, &entry, RTLD_DL_SYMENT) != 0 && entry != nullptr) {
+        symbol_size = static_cast<const ElfW(Sym)*>(entry)->st_size;
+    }
+    constexpr std::size_t kHeader = offsetof(outbox_plugin_manifest_t, abi_kind);
+    if (symbol_size != 0 && symbol_size < kHeader) {
+        return "outbox_plugin_manifest is only " + std::to_string(symbol_size) +
+               " bytes; build the plugin with OUTBOX_PLUGIN()";
+    }
+    manifest = outbox_plugin_manifest_t{};
+    std::memcpy(&manifest, symbol, kHeader);
+    if (manifest.magic != OUTBOX_MANIFEST_MAGIC) return std::nullopt;  // check_abi explains it
+
+    constexpr std::size_t kIdentity = offsetof(outbox_plugin_manifest_t, abi_minor) + sizeof manifest.abi_minor;
+    std::size_t readable = std::min<std::size_t>(manifest.struct_size, sizeof manifest);
+    if (symbol_size != 0) readable = std::min(readable, symbol_size);
+    if (readable < kIdentity) {
+        return "outbox_plugin_manifest is truncated (" + std::to_string(manifest.struct_size) +
+               " bytes); rebuild the plugin with OUTBOX_PLUGIN() from the outboxd SDK";
+    }
+    const std::uint32_t declared_size = manifest.struct_size;
+    std::memcpy(&manifest, symbol, readable);
+    manifest.struct_size = std::min<std::uint32_t>(declared_size, static_cast<std::uint32_t>(readable));
+    return std::nullopt;
+}
+
+struct Construction {
+    std::unique_ptr<sdk::Handler> handler;
+    std::string error;  // the exception's type when the factory threw
+};
+
+Construction construct(Factory* factory, const std::string& config_json) {
+    try {
+        auto handler = factory(config_json);
+        if (!handler) return {nullptr, "the factory returned a null handler"};
+        return {std::move(handler), {}};
+    } catch (...) {
+        return {nullptr, current_exception_type()};
+    }
+}
+
+std::optional<std::string> try_handler_name(const sdk::Handler& handler, std::string& error) {
+    try {
+        return handler.handler_name();
+    } catch (...) {
+        error = current_exception_type();
+        return std::nullopt;
+    }
+}
+
+RejectedPlugin reject(const fs::path& file, const std::string& why) {
+    return RejectedPlugin{file, file.filename().string() + ": " + why};
+}
+
+}  // namespace
+
+PluginLoader::PluginLoader(std::filesystem::path private_dir) : private_dir_(std::move(private_dir)) {}
+
+LoadResult PluginLoader::load_file(const std::filesystem::path& file, const HandlerConfigs& configs) try {
+    std::error_code ec;
+    const fs::file_status status = fs::status(file, ec);
+    if (ec || !fs::exists(status)) return reject(file, "no such file");
+    if (!fs::is_regular_file(status)) return reject(file, "not a regular file");
+
+    const fs::path private_dir = fs::absolute(private_dir_, ec);
+    if (ec) return reject(file, "cannot resolve the private copy directory: " + ec.message());
+    fs::create_directories(private_dir, ec);
+    if (ec) {
+        return reject(file, "cannot create the private copy directory " + private_dir.string() + ": " + ec.message());
+    }
+
+    // Load a private copy: a file replaced or rewritten in place in the plugin directory
+    // then cannot change code that is already mapped.
+    RemoveOnExit copy;
+    if (auto bad = copy_to_private_dir(file, private_dir, copies_, copy.path)) return reject(file, *bad);
+
+    // Declared before every plugin object so it is destroyed after them.
+    boost::dll::shared_library library;
+    if (auto bad = check_elf_extent(copy.path)) return reject(file, "not a loadable shared library: " + *bad);
+    library.load(copy.path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+    if (ec || !library.is_loaded()) {
+        return reject(file, "not a loadable shared library: " + load_error_text(copy.path));
+    }
+
+    // Plain C data first; no C++ symbol is touched until the ABI is known to match.
+    if (!library.has(OUTBOX_MANIFEST_SYMBOL)) {
+        return reject(file, "no " OUTBOX_MANIFEST_SYMBOL " symbol: not an outboxd plugin; build it with "
+                            "OUTBOX_PLUGIN(YourHandler) from the outboxd SDK");
+    }
+    outbox_plugin_manifest_t manifest{};
+    if (auto bad = copy_manifest(&library.get<const unsigned char>(OUTBOX_MANIFEST_SYMBOL), manifest)) {
+        return reject(file, *bad);
+    }
+    const core::AbiVerdict verdict = core::check_abi(manifest, core::host_manifest());
+    if (!verdict.compatible) return reject(file, verdict.reason);
+    const std::string abi = core::describe_abi(manifest);
+
+    if (!library.has(OUTBOX_FACTORY_SYMBOL)) {
+        return reject(file, "no " OUTBOX_FACTORY_SYMBOL " symbol (the manifest alone is not a plugin); "
+                            "build it with OUTBOX_PLUGIN(YourHandler)");
+    }
+    // The symbol is a variable holding the factory's address (a Boost.DLL alias); read it as
+    // a pointer rather than through get_alias so that a null one is refused, not called.
+    Factory* const factory = library.get<Factory*>(OUTBOX_FACTORY_SYMBOL);
+    if (factory == nullptr) {
+        return reject(file, OUTBOX_FACTORY_SYMBOL " is a null pointer; build it with OUTBOX_PLUGIN()");
+    }
+
+    // The host needs handler_name to pick the config section, and only an instance can say
+    // it: construct with "{}" first; a handler that needs its config is tried with each
+    // configured section and kept only when it calls itself by that section's name.
+    std::unique_ptr<sdk::Handler> handler;
+    std::string name;
+    std::string error;
+    Construction first = construct(factory, "{}");
+    if (first.handler) {
+        auto default_name = try_handler_name(*first.handler, error);
+        if (!default_name) return reject(file, "handler_name() threw an exception (" + error + ")");
+        const auto section = configs.find(*default_name);
+        if (section != configs.end() && section->second != "{}") {
+            first.handler.reset();
+            Construction configured = construct(factory, section->second);
+            if (!configured.handler) {
+                return reject(file, "constructor threw an exception (" + configured.error +
+                                        ") with its configured section handlers." + shown(section->first) + ".config");
+            }
+            auto configured_name = try_handler_name(*configured.handler, error);
+            if (!configured_name) return reject(file, "handler_name() threw an exception (" + error + ")");
+            if (*configured_name != *default_name) {
+                return reject(file, "handler_name() is '" + shown(*default_name) + "' without config but '" +
+                                        shown(*configured_name) +
+                                        "' with it; a handler name must not depend on config");
+            }
+            handler = std::move(configured.handler);
+        } else {
+            handler = std::move(first.handler);
+        }
+        name = *default_name;
+    } else {
+        for (const auto& [key, json] : configs) {
+            Construction attempt = construct(factory, json);
+            if (!attempt.handler) continue;
+            std::string ignored;
+            const auto attempt_name = try_handler_name(*attempt.handler, ignored);
+            if (attempt_name && *attempt_name == key) {
+                handler = std::move(attempt.handler);
+                name = key;
+                break;
+            }
+        }
+        if (!handler) {
+            return reject(file, "constructor threw an exception (" + first.error +
+                                    ") with config {}, and no configured handlers.<name>.config section "
+                                    "constructed a handler of that name; check that handler's config section");
+        }
+    }
+
+    if (!valid_handler_name(name)) {
+        return reject(file, "handler_name '" + shown(name) +
+                                "' is invalid: use 1-100 characters of a-z, 0-9, '.', '_', '-', starting with a "
+                                "letter or digit");
+    }
+    std::vector<std::string> event_types;
+    try {
+        event_types = handler->event_types();
+    } catch (...) {
+        return reject(file, "event_types() of handler '" + name + "' threw an exception (" +
+                                current_exception_type() + ")");
+    }
+    if (event_types.empty()) return reject(file, "handler '" + name + "' declares no event types");
+    std::set<std::string> seen;
+    std::vector<std::string> unique_types;
+    for (auto& type : event_types) {
+        if (!valid_event_type(type)) {
+            return reject(file, "handler '" + name + "' declares an invalid event type '" + shown(type) +
+                                    "': use 1-100 letters and digits starting with an upper-case letter");
+        }
+        // A duplicate would otherwise make a dispatcher run the handler twice per event.
+        if (seen.insert(type).second) unique_types.push_back(std::move(type));
+    }
+
+    sdk::Handler* raw = handler.release();
+    return LoadedPlugin{file, std::move(name), std::move(unique_types), abi,
+                        std::shared_ptr<sdk::Handler>(raw, DeleteThenUnload{std::move(library)})};
+} catch (...) {
+    // Only host-side failures (allocation, filesystem) get here; plugin calls catch their own.
+    return reject(file, "unexpected error while loading (" + current_exception_type() + ")");
+}
+
+DirectoryLoad load_directory(PluginLoader& loader, const std::filesystem::path& dir, const HandlerConfigs& configs) {
+    DirectoryLoad result;
+    try {
+        std::error_code ec;
+        if (!fs::is_directory(dir, ec)) {
+            const std::string why = ec ? " is unreadable: " + ec.message() : " does not exist";
+            result.rejected.push_back(RejectedPlugin{dir, "plugin directory " + dir.string() + why});
+            return result;
+        }
+        std::vector<fs::path> files;
+        fs::directory_iterator it(dir, ec);
+        for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+            const fs::path& path = it->path();
+            // Non-regular *.so entries (a broken symlink, a directory) are passed on so they
+            // show up as rejected rather than silently ignored.
+            if (path.extension() == ".so") files.push_back(path);
+        }
+        if (ec) {
+            result.rejected.push_back(RejectedPlugin{dir, "plugin directory " + dir.string() +
+                                                              " cannot be read: " + ec.message()});
+            return result;
+        }
+        std::sort(files.begin(), files.end(),
+                  [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+
+        std::map<std::string, fs::path> owners;  // handler_name -> the file it was loaded from
+        for (const auto& file : files) {
+            LoadResult loaded = loader.load_file(file, configs);
+            if (auto* rejected = std::get_if<RejectedPlugin>(&loaded)) {
+                result.rejected.push_back(std::move(*rejected));
+                continue;
+            }
+            auto& plugin = std::get<LoadedPlugin>(loaded);
+            const auto [owner, inserted] = owners.emplace(plugin.handler_name, file);
+            if (!inserted) {
+                result.rejected.push_back(reject(file, "handler_name '" + plugin.handler_name +
+                                                           "' is already loaded from " + owner->second.string() +
+                                                           "; remove one of " + owner->second.filename().string() +
+                                                           " and " + file.filename().string()));
+                continue;  // the duplicate's handler and library are released here
+            }
+            result.loaded.push_back(std::move(plugin));
+        }
+    } catch (...) {
+        result.rejected.push_back(RejectedPlugin{dir, "plugin directory " + dir.string() +
+                                                          ": unexpected error while loading (" +
+                                                          current_exception_type() + ")"});
+    }
+    return result;
+}
+
+}  // namespace outbox::plugin

@@ -1,0 +1,457 @@
+#include "plugin/plugin_loader.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <link.h>
+
+#include "app/plugins_check.hpp"
+#include "outbox/sdk/abi.hpp"
+#include "support/temp_dir.hpp"
+
+namespace outbox::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+class NullDb final : public sdk::Db {
+public:
+    sdk::Rows exec(std::string_view, const sdk::Params&) override { return {}; }
+};
+
+class FakeContext final : public sdk::Context {
+public:
+    sdk::Db& db() override { return db_; }
+    bool cancelled() const override { return false; }
+    std::chrono::steady_clock::time_point deadline() const override {
+        return std::chrono::steady_clock::now() + std::chrono::minutes{1};
+    }
+    const std::string& config_json() const override { return config_; }
+    void log(sdk::LogLevel, std::string_view) override {}
+
+private:
+    NullDb db_;
+    std::string config_ = "{}";
+};
+
+sdk::Event event_of(std::string type) {
+    sdk::Event event;
+    event.id = "00000000-0000-0000-0000-000000000001";
+    event.type = std::move(type);
+    event.company_id = "acme";
+    event.payload_json = "{}";
+    event.attempt = 1;
+    return event;
+}
+
+/// Copies a fixture into `dir` (under its own name unless `name` is given).
+fs::path copy_fixture(const fs::path& dir, const fs::path& fixture, const std::string& name = {}) {
+    const fs::path target = dir / (name.empty() ? fixture.filename() : fs::path(name));
+    fs::copy_file(fixture, target, fs::copy_options::overwrite_existing);
+    return target;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+}
+
+std::string read_text(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Builds a plugin the way an outside team does: the SDK headers and g++, nothing else.
+std::string build_command(const fs::path& source, const fs::path& library, const std::string& defines = {}) {
+    return "g++ -std=c++20 -shared -fPIC " + defines + " -I'" + OUTBOX_SDK_INCLUDE_DIR + "' '" + source.string() +
+           "' -o '" + library.string() + "'";
+}
+
+class PluginLoaderTest : public ::testing::Test {
+protected:
+    LoadedPlugin expect_loaded(const fs::path& file, const HandlerConfigs& configs = {}) {
+        LoadResult result = loader_.load_file(file, configs);
+        if (auto* rejected = std::get_if<RejectedPlugin>(&result)) {
+            ADD_FAILURE() << file << " was rejected: " << rejected->reason;
+            return {};
+        }
+        return std::get<LoadedPlugin>(std::move(result));
+    }
+
+    std::string expect_rejected(const fs::path& file, const HandlerConfigs& configs = {}) {
+        LoadResult result = loader_.load_file(file, configs);
+        if (auto* loaded = std::get_if<LoadedPlugin>(&result)) {
+            ADD_FAILURE() << file << " loaded as handler '" << loaded->handler_name << "' but should be rejected";
+            return {};
+        }
+        const auto& rejected = std::get<RejectedPlugin>(result);
+        EXPECT_EQ(rejected.file, file);
+        EXPECT_NE(rejected.reason.find(file.filename().string()), std::string::npos)
+            << "a reason names the file: " << rejected.reason;
+        return rejected.reason;
+    }
+
+    TempDir private_dir_;
+    TempDir plugin_dir_;
+    PluginLoader loader_{private_dir_.path()};
+};
+
+TEST_F(PluginLoaderTest, GoodPluginLoadsWithNameEventTypesAndAbi) {
+    const LoadedPlugin plugin = expect_loaded(OUTBOX_FIXTURE_GOOD_ECHO);
+    ASSERT_NE(plugin.handler, nullptr);
+    EXPECT_EQ(plugin.file, fs::path(OUTBOX_FIXTURE_GOOD_ECHO));
+    EXPECT_EQ(plugin.handler_name, "echo");
+    EXPECT_EQ(plugin.event_types, std::vector<std::string>{"EchoRequested"});
+    EXPECT_EQ(plugin.abi, "1.0 (sdk " OUTBOX_SDK_VERSION ", " OUTBOX_STDLIB_ABI ")");
+    EXPECT_EQ(plugin.handler->handler_name(), "echo");
+}
+
+TEST_F(PluginLoaderTest, HandlerWorksAfterTheOriginalFileIsDeleted) {
+    const fs::path file = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
+    LoadedPlugin plugin = expect_loaded(file);
+    ASSERT_NE(plugin.handler, nullptr);
+    fs::remove(file);
+
+    FakeContext ctx;
+    EXPECT_NO_THROW(plugin.handler->handle(event_of("EchoRequested"), ctx));
+    EXPECT_EQ(plugin.handler->handler_name(), "echo");
+    EXPECT_TRUE(fs::is_empty(private_dir_.path())) << "the private copy is unlinked once it is mapped";
+}
+
+TEST_F(PluginLoaderTest, HandlerOutlivesTheLoaderAndOtherCopies) {
+    std::shared_ptr<sdk::Handler> handler;
+    {
+        PluginLoader loader(private_dir_.path());
+        LoadResult first = loader.load_file(OUTBOX_FIXTURE_GOOD_ECHO, {});
+        LoadResult second = loader.load_file(OUTBOX_FIXTURE_GOOD_ECHO, {});
+        ASSERT_TRUE(std::holds_alternative<LoadedPlugin>(first));
+        ASSERT_TRUE(std::holds_alternative<LoadedPlugin>(second));
+        handler = std::get<LoadedPlugin>(first).handler;
+    }
+    FakeContext ctx;
+    EXPECT_NO_THROW(handler->handle(event_of("EchoRequested"), ctx));
+    EXPECT_EQ(handler->event_types(), std::vector<std::string>{"EchoRequested"});
+}
+
+TEST_F(PluginLoaderTest, ConfigSectionIsChosenByHandlerName) {
+    const HandlerConfigs configs{
+        {"another-handler", R"({"unrelated":true})"},
+        {"configured", R"({"endpoint":"http://127.0.0.1:9/x"})"},
+    };
+    const LoadedPlugin plugin = expect_loaded(OUTBOX_FIXTURE_GOOD_CONFIG, configs);
+    EXPECT_EQ(plugin.handler_name, "configured");
+    EXPECT_EQ(plugin.event_types, std::vector<std::string>{"ConfigRequested"});
+}
+
+TEST_F(PluginLoaderTest, PluginThatNeedsConfigIsRejectedWithoutItsSection) {
+    const std::string reason =
+        expect_rejected(OUTBOX_FIXTURE_GOOD_CONFIG, {{"another-handler", R"({"endpoint":"for someone else"})"}});
+    EXPECT_NE(reason.find("constructor threw an exception"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, HandlerWhoseNameHasASectionIsReconstructedWithIt) {
+    // echo ignores its config; the rule still picks its section and must not break it.
+    const LoadedPlugin plugin = expect_loaded(OUTBOX_FIXTURE_GOOD_ECHO, {{"echo", R"({"anything":1})"}});
+    EXPECT_EQ(plugin.handler_name, "echo");
+}
+
+TEST_F(PluginLoaderTest, AbiMajorMismatchIsRejectedBeforeConstruction) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_ABI_MAJOR_MISMATCH);
+    EXPECT_NE(reason.find("plugin ABI 99.0, host ABI 1.0"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("major versions differ"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, NewerAbiMinorIsRejected) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_ABI_NEWER_MINOR);
+    EXPECT_NE(reason.find("plugin ABI 1.99, host ABI 1.0"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("newer host"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, StandardLibraryMismatchIsRejected) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_STDLIB_MISMATCH);
+    EXPECT_NE(reason.find("libc++/1"), std::string::npos) << reason;
+    EXPECT_NE(reason.find(OUTBOX_STDLIB_ABI), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, ManifestWithoutFactoryIsRejected) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_MISSING_FACTORY);
+    EXPECT_NE(reason.find("no outbox_create_handler symbol"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, LibraryWithoutManifestIsNotAPlugin) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_NO_MANIFEST);
+    EXPECT_NE(reason.find("not an outboxd plugin"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("OUTBOX_PLUGIN"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, TextFileNamedSoIsNotALoadableLibrary) {
+    const fs::path file = plugin_dir_.path() / "x.so";
+    write_text(file, "this is not a shared library\n");
+    const std::string reason = expect_rejected(file);
+    EXPECT_NE(reason.find("not a loadable shared library"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, TruncatedLibraryIsRejectedWithoutCrashing) {
+    const std::string image = read_text(OUTBOX_FIXTURE_GOOD_ECHO);
+    ASSERT_GT(image.size(), 4096U);
+    for (const std::size_t size : {std::size_t{10}, std::size_t{200}, image.size() / 2, image.size() - 1}) {
+        const fs::path file = plugin_dir_.path() / ("libtruncated-" + std::to_string(size) + ".so");
+        write_text(file, image.substr(0, size));
+        const std::string reason = expect_rejected(file);
+        EXPECT_NE(reason.find("not a loadable shared library"), std::string::npos) << "size " << size << ": " << reason;
+    }
+}
+
+TEST_F(PluginLoaderTest, TruncatedSegmentsAreRejectedBeforeDlopenMapsThem) {
+    // Without section headers only the segment check stands between dlopen and a SIGBUS
+    // on the missing pages.
+    std::string image = read_text(OUTBOX_FIXTURE_GOOD_ECHO);
+    ElfW(Ehdr) header{};
+    ASSERT_GT(image.size(), sizeof header);
+    std::memcpy(&header, image.data(), sizeof header);
+    header.e_shoff = 0;
+    header.e_shnum = 0;
+    header.e_shstrndx = 0;
+    std::memcpy(image.data(), &header, sizeof header);
+    const fs::path file = plugin_dir_.path() / "libno-sections.so";
+    write_text(file, image.substr(0, 5000));
+
+    const std::string reason = expect_rejected(file);
+    EXPECT_NE(reason.find("not a loadable shared library: the file is truncated"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("a segment ends at"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, ThrowingConstructorIsRejectedWithoutItsMessage) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_THROWING_CTOR, {{"throwing", R"({"endpoint":"x"})"}});
+    EXPECT_NE(reason.find("constructor threw an exception"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("std::runtime_error"), std::string::npos) << "the type name is safe to show: " << reason;
+    EXPECT_EQ(reason.find("SECRET-TOKEN-123"), std::string::npos) << "what() must never be shown: " << reason;
+}
+
+TEST_F(PluginLoaderTest, InvalidHandlerNameIsRejected) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_BAD_NAME);
+    EXPECT_NE(reason.find("handler_name 'Bad Name!' is invalid"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, MissingFileAndDirectoryAreRejected) {
+    EXPECT_NE(expect_rejected(plugin_dir_.path() / "libmissing.so").find("no such file"), std::string::npos);
+    fs::create_directory(plugin_dir_.path() / "libdir.so");
+    EXPECT_NE(expect_rejected(plugin_dir_.path() / "libdir.so").find("not a regular file"), std::string::npos);
+}
+
+// Handler declarations that only a built plugin can get wrong, each built from one source.
+TEST_F(PluginLoaderTest, InvalidHandlerDeclarationsAreRejected) {
+    const fs::path source = plugin_dir_.path() / "declarations.cpp";
+    write_text(source, R"(#include <stdexcept>
+#include <outbox/sdk.hpp>
+class Declared : public outbox::sdk::Handler {
+public:
+    std::string handler_name() const override {
+#if VARIANT == 3
+        throw std::logic_error("name SECRET-TOKEN-123");
+#endif
+        return "declared";
+    }
+    std::vector<std::string> event_types() const override {
+#if VARIANT == 1
+        return {};
+#elif VARIANT == 2
+        return {"Good", "not-PascalCase"};
+#elif VARIANT == 4
+        throw std::logic_error("types SECRET-TOKEN-123");
+#else
+        return {"Good", "Good"};
+#endif
+    }
+    void handle(const outbox::sdk::Event&, outbox::sdk::Context&) override {}
+};
+OUTBOX_PLUGIN(Declared);
+)");
+    const std::map<int, std::string> expected{
+        {1, "declares no event types"},
+        {2, "invalid event type 'not-PascalCase'"},
+        {3, "handler_name() threw an exception (std::logic_error)"},
+        {4, "event_types() of handler 'declared' threw an exception (std::logic_error)"},
+    };
+    // Built in parallel (each compile is seconds of nlohmann_json); any failed compile fails the script.
+    std::string script = "pids=''; ";
+    for (int variant = 1; variant <= 5; ++variant) {
+        const fs::path library = plugin_dir_.path() / ("libvariant" + std::to_string(variant) + ".so");
+        script += build_command(source, library, "-DVARIANT=" + std::to_string(variant)) + " & pids=\"$pids $!\"; ";
+    }
+    script += "for pid in $pids; do wait $pid || exit 1; done";
+    ASSERT_EQ(std::system(script.c_str()), 0);
+    for (const auto& [variant, text] : expected) {
+        const fs::path library = plugin_dir_.path() / ("libvariant" + std::to_string(variant) + ".so");
+        ASSERT_TRUE(fs::exists(library)) << library;
+        const std::string reason = expect_rejected(library);
+        EXPECT_NE(reason.find(text), std::string::npos) << "variant " << variant << ": " << reason;
+        EXPECT_EQ(reason.find("SECRET-TOKEN-123"), std::string::npos) << reason;
+    }
+    const LoadedPlugin deduplicated = expect_loaded(plugin_dir_.path() / "libvariant5.so");
+    EXPECT_EQ(deduplicated.event_types, std::vector<std::string>{"Good"}) << "a repeated event type counts once";
+}
+
+TEST_F(PluginLoaderTest, DirectoryLoadKeepsGoingPastBadFiles) {
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_CONFIG);
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_THROWING_CTOR);
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_ABI_MAJOR_MISMATCH);
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_NO_MANIFEST);
+    write_text(plugin_dir_.path() / "a-text.so", "not a library");
+    write_text(plugin_dir_.path() / "README.md", "ignored: not a .so");
+    const TempDir elsewhere;
+    const fs::path linked = copy_fixture(elsewhere.path(), OUTBOX_FIXTURE_BAD_NAME, "libtarget.so");
+    fs::create_symlink(linked, plugin_dir_.path() / "libz_linked.so");
+
+    const DirectoryLoad result =
+        load_directory(loader_, plugin_dir_.path(), {{"configured", R"({"endpoint":"http://127.0.0.1:9"})"}});
+
+    std::vector<std::string> loaded;
+    for (const auto& plugin : result.loaded) {
+        loaded.push_back(plugin.file.filename().string() + "=" + plugin.handler_name);
+    }
+    EXPECT_EQ(loaded,
+              (std::vector<std::string>{"libfixture_good_config.so=configured", "libfixture_good_echo.so=echo"}));
+
+    std::vector<std::string> rejected;
+    for (const auto& plugin : result.rejected) rejected.push_back(plugin.file.filename().string());
+    EXPECT_EQ(rejected, (std::vector<std::string>{"a-text.so", "libfixture_abi_major_mismatch.so",
+                                                  "libfixture_no_manifest.so", "libfixture_throwing_ctor.so",
+                                                  "libz_linked.so"}))
+        << "rejections come in file-name order, and a *.so symlink is followed";
+    EXPECT_NE(result.rejected.back().reason.find("Bad Name!"), std::string::npos) << result.rejected.back().reason;
+}
+
+TEST_F(PluginLoaderTest, DuplicateHandlerNameIsRejectedNamingTheFirstFile) {
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO, "libb_echo.so");
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_DUPLICATE_ECHO, "liba_echo.so");
+
+    const DirectoryLoad result = load_directory(loader_, plugin_dir_.path(), {});
+
+    ASSERT_EQ(result.loaded.size(), 1U);
+    EXPECT_EQ(result.loaded[0].file.filename(), "liba_echo.so");
+    ASSERT_EQ(result.rejected.size(), 1U);
+    EXPECT_EQ(result.rejected[0].file.filename(), "libb_echo.so");
+    const std::string& reason = result.rejected[0].reason;
+    EXPECT_NE(reason.find("handler_name 'echo' is already loaded from"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("liba_echo.so"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("libb_echo.so"), std::string::npos) << reason;
+}
+
+TEST_F(PluginLoaderTest, MissingDirectoryIsOneRejectionNamingIt) {
+    const fs::path missing = plugin_dir_.path() / "nope";
+    const DirectoryLoad result = load_directory(loader_, missing, {});
+    EXPECT_TRUE(result.loaded.empty());
+    ASSERT_EQ(result.rejected.size(), 1U);
+    EXPECT_EQ(result.rejected[0].file, missing);
+    EXPECT_NE(result.rejected[0].reason.find(missing.string()), std::string::npos) << result.rejected[0].reason;
+}
+
+TEST_F(PluginLoaderTest, PluginBuiltByAnOutsideTeamWithPlainGccLoads) {
+    const fs::path source = plugin_dir_.path() / "outside.cpp";
+    write_text(source, R"(#include <outbox/sdk.hpp>
+
+class OutsideHandler : public outbox::sdk::Handler {
+public:
+    explicit OutsideHandler(const std::string& config_json) : config_(config_json) {}
+    std::string handler_name() const override { return "outside-team"; }
+    std::vector<std::string> event_types() const override { return {"OutsideHappened"}; }
+    void handle(const outbox::sdk::Event& event, outbox::sdk::Context&) override {
+        if (event.payload().at("ok") != true) throw outbox::sdk::NonRetryableError("BAD_PAYLOAD", "ok is not true");
+    }
+
+private:
+    std::string config_;
+};
+
+OUTBOX_PLUGIN(OutsideHandler);
+)");
+    const fs::path library = plugin_dir_.path() / "libx.so";
+    ASSERT_EQ(std::system(build_command(source, library).c_str()), 0) << "g++ failed to build the outside plugin";
+
+    const LoadedPlugin plugin = expect_loaded(library);
+    ASSERT_NE(plugin.handler, nullptr);
+    EXPECT_EQ(plugin.handler_name, "outside-team");
+    EXPECT_EQ(plugin.event_types, std::vector<std::string>{"OutsideHappened"});
+    FakeContext ctx;
+    sdk::Event event = event_of("OutsideHappened");
+    event.payload_json = R"({"ok":true})";
+    EXPECT_NO_THROW(plugin.handler->handle(event, ctx));
+}
+
+class PluginsCheckTest : public ::testing::Test {
+protected:
+    static std::vector<std::string> lines_of(const std::string& text) {
+        std::vector<std::string> lines;
+        std::istringstream in(text);
+        for (std::string line; std::getline(in, line);) lines.push_back(line);
+        return lines;
+    }
+
+    TempDir dir_;
+};
+
+TEST_F(PluginsCheckTest, BadFileGivesARowPerFileAndExitCodeOne) {
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_STDLIB_MISMATCH);
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_THROWING_CTOR);
+    std::ostringstream out;
+
+    EXPECT_EQ(app::plugins_check(dir_.path(), {}, out), 1);
+
+    const auto lines = lines_of(out.str());
+    ASSERT_EQ(lines.size(), 4U) << out.str();
+    for (const char* column : {"FILE", "HANDLER", "EVENT TYPES", "SDK ABI", "RESULT"}) {
+        EXPECT_NE(lines[0].find(column), std::string::npos) << lines[0];
+    }
+    EXPECT_EQ(lines[1].rfind("libfixture_good_echo.so", 0), 0U) << lines[1];
+    EXPECT_NE(lines[1].find("echo"), std::string::npos);
+    EXPECT_NE(lines[1].find("EchoRequested"), std::string::npos);
+    EXPECT_NE(lines[1].find("1.0 (sdk"), std::string::npos);
+    EXPECT_EQ(lines[1].substr(lines[1].size() - 2), "OK");
+    EXPECT_EQ(lines[2].rfind("libfixture_stdlib_mismatch.so", 0), 0U) << lines[2];
+    EXPECT_NE(lines[2].find("error: "), std::string::npos) << lines[2];
+    EXPECT_NE(lines[2].find("'libc++/1'"), std::string::npos) << lines[2];
+    EXPECT_EQ(lines[3].rfind("libfixture_throwing_ctor.so", 0), 0U) << lines[3];
+    EXPECT_NE(lines[3].find("error: constructor threw an exception"), std::string::npos) << lines[3];
+    EXPECT_EQ(out.str().find("SECRET-TOKEN-123"), std::string::npos) << out.str();
+}
+
+TEST_F(PluginsCheckTest, OnlyGoodFilesGiveExitCodeZero) {
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_CONFIG);
+    std::ostringstream out;
+
+    EXPECT_EQ(app::plugins_check(dir_.path(), {{"configured", R"({"endpoint":"http://x"})"}}, out), 0) << out.str();
+
+    const auto lines = lines_of(out.str());
+    ASSERT_EQ(lines.size(), 3U) << out.str();
+    EXPECT_NE(lines[1].find("configured"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[2].find("echo"), std::string::npos) << lines[2];
+    EXPECT_EQ(out.str().find("error"), std::string::npos) << out.str();
+}
+
+TEST_F(PluginsCheckTest, EmptyDirectoryHasNoPluginsAndExitsZero) {
+    std::ostringstream out;
+    EXPECT_EQ(app::plugins_check(dir_.path(), {}, out), 0);
+    EXPECT_EQ(out.str(), "no plugins found in " + dir_.path().string() + "\n");
+}
+
+TEST_F(PluginsCheckTest, MissingDirectoryExitsOne) {
+    std::ostringstream out;
+    EXPECT_EQ(app::plugins_check(dir_.path() / "missing", {}, out), 1);
+    EXPECT_NE(out.str().find((dir_.path() / "missing").string()), std::string::npos) << out.str();
+}
+
+}  // namespace
+}  // namespace outbox::plugin
