@@ -24,7 +24,8 @@ dispatch::RuntimeOptions fast_options(const std::string& database_url, const std
 }
 
 TestHost::TestHost(dispatch::RuntimeOptions options, const std::vector<std::string>& plugin_files,
-                   const plugin::HandlerConfigs& configs, std::chrono::milliseconds handler_timeout) {
+                   const plugin::HandlerConfigs& configs, std::chrono::milliseconds handler_timeout,
+                   const std::map<std::string, config::HandlerSettings>& settings_by_handler) {
     plugin::PluginLoader loader(private_dir_.path());
     std::vector<dispatch::HandlerEntry> entries;
     for (const auto& file : plugin_files) {
@@ -37,6 +38,8 @@ TestHost::TestHost(dispatch::RuntimeOptions options, const std::vector<std::stri
         settings.timeout = handler_timeout;
         const auto found = configs.find(loaded.handler_name);
         if (found != configs.end()) settings.config_json = found->second;
+        const auto explicit_settings = settings_by_handler.find(loaded.handler_name);
+        if (explicit_settings != settings_by_handler.end()) settings = explicit_settings->second;
         entries.push_back({loaded.handler_name, loaded.event_types, loaded.handler, settings, loaded.file});
     }
     handlers_ = std::make_shared<const dispatch::HandlerSet>(std::move(entries));

@@ -20,8 +20,11 @@ dispatch::RuntimeOptions fast_options(const std::string& database_url, const std
 /// loader, the real runtime, a real database.
 class TestHost {
 public:
+    /// `settings` (by handler name) replaces the default settings of a handler entirely;
+    /// otherwise a handler gets `handler_timeout` and its entry in `configs`.
     TestHost(dispatch::RuntimeOptions options, const std::vector<std::string>& plugin_files,
-             const plugin::HandlerConfigs& configs = {}, std::chrono::milliseconds handler_timeout = std::chrono::seconds{30});
+             const plugin::HandlerConfigs& configs = {}, std::chrono::milliseconds handler_timeout = std::chrono::seconds{30},
+             const std::map<std::string, config::HandlerSettings>& settings = {});
     ~TestHost();
 
     void start() { runtime_->start(); }

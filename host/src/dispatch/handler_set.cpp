@@ -1,5 +1,10 @@
 #include "dispatch/handler_set.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <optional>
+
 namespace outbox::dispatch {
 
 HandlerSet::HandlerSet(std::vector<HandlerEntry> entries) : entries_(std::move(entries)) {
@@ -9,7 +14,25 @@ HandlerSet::HandlerSet(std::vector<HandlerEntry> entries) : entries_(std::move(e
             if (indexes.empty() || indexes.back() != i) indexes.push_back(i);
         }
     }
-    for (const auto& [type, indexes] : by_type_) event_types_.push_back(type);
+    for (const auto& [type, indexes] : by_type_) {
+        event_types_.push_back(type);
+        std::optional<int> budget;
+        for (const auto index : indexes) {
+            const auto& settings = entries_[index].settings;
+            int handler_budget = INT32_MAX;
+            if (settings.max_concurrency) handler_budget = std::min(handler_budget, *settings.max_concurrency);
+            if (settings.rate_limit_per_second) {
+                handler_budget =
+                    std::min(handler_budget, static_cast<int>(std::ceil(*settings.rate_limit_per_second)));
+            }
+            if (handler_budget != INT32_MAX) budget = std::min(budget.value_or(INT32_MAX), std::max(handler_budget, 1));
+        }
+        if (budget) {
+            throttled_[type] = *budget;
+        } else {
+            unthrottled_.push_back(type);
+        }
+    }
 }
 
 std::vector<const HandlerEntry*> HandlerSet::for_type(const std::string& event_type) const {

@@ -31,12 +31,20 @@ public:
     [[nodiscard]] std::vector<const HandlerEntry*> for_type(const std::string& event_type) const;
     /// Every event type some handler supports, sorted: what this host may claim.
     [[nodiscard]] const std::vector<std::string>& event_types() const noexcept { return event_types_; }
+    /// Types none of whose handlers has a fleet-wide limit: claimed together, by free capacity.
+    [[nodiscard]] const std::vector<std::string>& unthrottled_types() const noexcept { return unthrottled_; }
+    /// Types with a limited handler -> how many of its events one host keeps in flight.
+    /// Claiming more would only park workers waiting for the fleet-wide limit while other
+    /// event types starve.
+    [[nodiscard]] const std::map<std::string, int>& throttled_types() const noexcept { return throttled_; }
     [[nodiscard]] const std::vector<HandlerEntry>& entries() const noexcept { return entries_; }
 
 private:
     std::vector<HandlerEntry> entries_;
     std::map<std::string, std::vector<std::size_t>> by_type_;
     std::vector<std::string> event_types_;
+    std::vector<std::string> unthrottled_;
+    std::map<std::string, int> throttled_;
 };
 
 }  // namespace outbox::dispatch

@@ -32,7 +32,7 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
 Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics)
     : options_(std::move(options)), handlers_(std::move(handlers)), metrics_(metrics),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency * 2),
-      completer_(options_.database_url, outage_, in_flight_, metrics_) {}
+      completer_(options_.database_url, outage_, in_flight_, metrics_), limiter_(options_.database_url, outage_) {}
 
 Runtime::~Runtime() { stop(); }
 
@@ -58,10 +58,11 @@ void Runtime::start() {
     const core::RetryPolicy policy(options_.initial_backoff, options_.max_backoff);
     for (int i = 0; i < options_.concurrency; ++i) {
         workers_.emplace_back([this, policy] {
-            Worker worker(pool_, completer_, in_flight_, metrics_, hard_stop_, policy, options_.max_attempts);
+            Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy,
+                          options_.max_attempts);
             while (auto work = queue_.pop()) {
                 worker.process(*work);
-                queue_.done();
+                queue_.done(*work);
                 wakeup_.notify();
             }
         });
@@ -91,6 +92,7 @@ void Runtime::release_unstarted(std::vector<Work> unstarted) {
 bool Runtime::stop() {
     if (!started_ || stopped_) return true;
     stopped_ = true;
+    stopping_ = true;
     scheduler_.request_stop();
     listener_.request_stop();
     rescuer_.request_stop();

@@ -9,6 +9,7 @@
 #include "db/outage_log.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/db_session.hpp"
+#include "dispatch/fleet_limiter.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/runtime_options.hpp"
@@ -50,6 +51,8 @@ private:
     WorkQueue queue_;
     Wakeup wakeup_;
     Completer completer_;
+    FleetLimiter limiter_;
+    std::atomic<bool> stopping_{false};
     std::atomic<bool> hard_stop_{false};
 
     std::jthread scheduler_;

@@ -12,15 +12,27 @@ void Scheduler::run(std::stop_token stop) {
             wakeup_.wait_for(options_.poll_interval, stop);
             continue;
         }
-        const int limit = std::min(free, options_.batch_size);
         std::vector<lease::ClaimedEvent> claimed;
+        bool more_due = false;
         const bool ok = session.run(
             [&](pqxx::connection& conn) {
                 lease::LeaseStore store(conn);
-                claimed = store.claim(handlers_->event_types(), limit, options_.host_id, options_.lease_duration);
+                int left = free;
+                const auto claim = [&](const std::vector<std::string>& types, int limit) {
+                    if (limit <= 0 || types.empty()) return;
+                    auto got = store.claim(types, limit, options_.host_id, options_.lease_duration);
+                    more_due = more_due || static_cast<int>(got.size()) == limit;
+                    left -= static_cast<int>(got.size());
+                    for (auto& item : got) claimed.push_back(std::move(item));
+                };
+                claim(handlers_->unthrottled_types(), std::min(left, options_.batch_size));
+                for (const auto& [type, budget] : handlers_->throttled_types()) {
+                    claim({type}, std::min({left, options_.batch_size, budget - queue_.in_flight_of(type)}));
+                }
             },
             stop);
-        if (!ok) continue;
+        // Claims that committed before a later one failed are still ours: hand them out.
+        if (!ok && claimed.empty()) continue;
         const auto got = static_cast<int>(claimed.size());
         if (got > 0) {
             metrics_.events_claimed(static_cast<std::uint64_t>(got));
@@ -33,7 +45,7 @@ void Scheduler::run(std::stop_token stop) {
             queue_.push(std::move(work));
         }
         // A full claim means more may be due right now; otherwise wait for a wake-up.
-        if (got < limit) wakeup_.wait_for(options_.poll_interval, stop);
+        if (!more_due) wakeup_.wait_for(options_.poll_interval, stop);
     }
 }
 

@@ -10,7 +10,10 @@ int WorkQueue::free_slots() const {
 void WorkQueue::push(std::vector<Work> items) {
     {
         std::lock_guard lock(mutex_);
-        for (auto& item : items) items_.push_back(std::move(item));
+        for (auto& item : items) {
+            ++per_type_[item.claimed.event.type];
+            items_.push_back(std::move(item));
+        }
     }
     changed_.notify_all();
 }
@@ -25,10 +28,11 @@ std::optional<Work> WorkQueue::pop() {
     return item;
 }
 
-void WorkQueue::done() {
+void WorkQueue::done(const Work& work) {
     {
         std::lock_guard lock(mutex_);
         --busy_;
+        --per_type_[work.claimed.event.type];
     }
     changed_.notify_all();
 }
@@ -38,7 +42,10 @@ std::vector<Work> WorkQueue::close() {
     {
         std::lock_guard lock(mutex_);
         closed_ = true;
-        for (auto& item : items_) unstarted.push_back(std::move(item));
+        for (auto& item : items_) {
+            --per_type_[item.claimed.event.type];
+            unstarted.push_back(std::move(item));
+        }
         items_.clear();
     }
     changed_.notify_all();
@@ -53,6 +60,12 @@ bool WorkQueue::wait_idle(std::chrono::steady_clock::time_point deadline) {
 int WorkQueue::busy() const {
     std::lock_guard lock(mutex_);
     return busy_;
+}
+
+int WorkQueue::in_flight_of(const std::string& event_type) const {
+    std::lock_guard lock(mutex_);
+    const auto found = per_type_.find(event_type);
+    return found == per_type_.end() ? 0 : found->second;
 }
 
 }  // namespace outbox::dispatch

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,12 +32,14 @@ public:
     void push(std::vector<Work> items);
     /// Blocks for the next item; nullopt once closed and empty. The caller must call done().
     std::optional<Work> pop();
-    void done();
+    void done(const Work& work);
     /// Stops handing out work and returns the items no worker started.
     std::vector<Work> close();
     /// Waits until no worker is busy; false on timeout.
     bool wait_idle(std::chrono::steady_clock::time_point deadline);
     [[nodiscard]] int busy() const;
+    /// Events of `event_type` queued or being worked on.
+    [[nodiscard]] int in_flight_of(const std::string& event_type) const;
 
 private:
     const int capacity_;
@@ -44,6 +47,7 @@ private:
     std::condition_variable changed_;
     std::deque<Work> items_;
     int busy_ = 0;
+    std::map<std::string, int> per_type_;
     bool closed_ = false;
 };
 

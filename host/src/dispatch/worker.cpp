@@ -38,7 +38,20 @@ void Worker::process(const Work& work) {
             outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
             break;
         }
+        std::optional<FleetLimiter::Permit> permit =
+            FleetLimiter::limited(entry->settings)
+                ? limiter_.acquire(*entry, [&] { return work.flight->lost || stopping_; })
+                : std::optional<FleetLimiter::Permit>(std::in_place);
+        if (!permit) {
+            if (work.flight->lost) {
+                outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
+                break;
+            }
+            release(work);
+            return;
+        }
         HandlerRun run = run_handler(*entry, work.claimed, *work.flight, pool_, hard_stop_);
+        permit.reset();
         metrics_.handler_call(entry->name, result_label(run.outcome.kind), run.duration);
         const log::Fields fields{event.id, event.type, entry->name, event.attempt, run.outcome.error_code, {}};
         switch (run.outcome.kind) {
@@ -66,6 +79,19 @@ void Worker::process(const Work& work) {
     }
     work.flight->finishing = true;
     completer_.submit(lease::Finish{work.flight->lease, *transition, std::move(consumed_now)});
+}
+
+void Worker::release(const Work& work) {
+    // Handlers that already succeeded in this attempt without ctx.db() will run again:
+    // at-least-once allows it, and the attempt is not counted.
+    try {
+        auto conn = pool_.acquire();
+        lease::LeaseStore(*conn).release({work.flight->lease});
+    } catch (...) {
+        log::warn("could not give back an unstarted event; its lease will expire",
+                  {.event_id = work.claimed.event.id, .code = "RELEASE_FAILED"});
+    }
+    in_flight_.remove(work.flight->lease);
 }
 
 }  // namespace outbox::dispatch
