@@ -3,12 +3,75 @@
 #include <algorithm>
 
 namespace outbox::dispatch {
+namespace {
+// How often a busy host looks for suspects; an idle host looks on every pass.
+constexpr auto kSuspectCheckInterval = std::chrono::seconds{1};
+}  // namespace
 
 void Scheduler::run(std::stop_token stop) {
     DbSession session(options_.database_url, "scheduler", outage_);
+    bool isolating = false;  // a suspect is running alone on this host
+    bool suspects = false;
+    auto next_suspect_check = std::chrono::steady_clock::now();
+
+    const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed) {
+        if (claimed.empty()) return;
+        metrics_.events_claimed(claimed.size());
+        std::vector<Work> work;
+        work.reserve(claimed.size());
+        for (auto& item : claimed) {
+            auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token});
+            work.push_back(Work{std::move(item), std::move(flight), handlers_});
+        }
+        queue_.push(std::move(work));
+    };
+
     while (!stop.stop_requested()) {
+        const auto& types = handlers_->event_types();
+        if (types.empty()) {
+            wakeup_.wait_for(options_.poll_interval, stop);
+            continue;
+        }
+        const bool idle = queue_.idle();
+        if (isolating && !idle) {
+            wakeup_.wait_for(options_.poll_interval, stop);
+            continue;
+        }
+        isolating = false;
+
+        const auto now = std::chrono::steady_clock::now();
+        if (idle || now >= next_suspect_check) {
+            next_suspect_check = now + kSuspectCheckInterval;
+            if (!session.run([&](pqxx::connection& conn) { suspects = lease::LeaseStore(conn).suspects_due(types); },
+                             stop)) {
+                continue;
+            }
+        }
+        if (suspects) {
+            // A poison event may be among them: run one alone, after the host drained, so
+            // a crash costs only that event an attempt.
+            if (!idle) {
+                wakeup_.wait_for(options_.poll_interval, stop);
+                continue;
+            }
+            std::vector<lease::ClaimedEvent> claimed;
+            if (!session.run(
+                    [&](pqxx::connection& conn) {
+                        claimed = lease::LeaseStore(conn).claim(types, 1, options_.host_id, options_.lease_duration,
+                                                                lease::ClaimKind::Suspect);
+                    },
+                    stop)) {
+                continue;
+            }
+            suspects = !claimed.empty();
+            isolating = suspects;
+            hand_out(claimed);
+            next_suspect_check = std::chrono::steady_clock::now();
+            continue;
+        }
+
         const int free = queue_.free_slots();
-        if (free <= 0 || handlers_->event_types().empty()) {
+        if (free <= 0) {
             wakeup_.wait_for(options_.poll_interval, stop);
             continue;
         }
@@ -18,9 +81,9 @@ void Scheduler::run(std::stop_token stop) {
             [&](pqxx::connection& conn) {
                 lease::LeaseStore store(conn);
                 int left = free;
-                const auto claim = [&](const std::vector<std::string>& types, int limit) {
-                    if (limit <= 0 || types.empty()) return;
-                    auto got = store.claim(types, limit, options_.host_id, options_.lease_duration);
+                const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
+                    if (limit <= 0 || claim_types.empty()) return;
+                    auto got = store.claim(claim_types, limit, options_.host_id, options_.lease_duration);
                     more_due = more_due || static_cast<int>(got.size()) == limit;
                     left -= static_cast<int>(got.size());
                     for (auto& item : got) claimed.push_back(std::move(item));
@@ -32,18 +95,8 @@ void Scheduler::run(std::stop_token stop) {
             },
             stop);
         // Claims that committed before a later one failed are still ours: hand them out.
-        if (!ok && claimed.empty()) continue;
-        const auto got = static_cast<int>(claimed.size());
-        if (got > 0) {
-            metrics_.events_claimed(static_cast<std::uint64_t>(got));
-            std::vector<Work> work;
-            work.reserve(claimed.size());
-            for (auto& item : claimed) {
-                auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token});
-                work.push_back(Work{std::move(item), std::move(flight), handlers_});
-            }
-            queue_.push(std::move(work));
-        }
+        hand_out(claimed);
+        if (!ok) continue;
         // A full claim means more may be due right now; otherwise wait for a wake-up.
         if (!more_due) wakeup_.wait_for(options_.poll_interval, stop);
     }

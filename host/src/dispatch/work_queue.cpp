@@ -62,6 +62,11 @@ int WorkQueue::busy() const {
     return busy_;
 }
 
+bool WorkQueue::idle() const {
+    std::lock_guard lock(mutex_);
+    return busy_ == 0 && items_.empty();
+}
+
 int WorkQueue::in_flight_of(const std::string& event_type) const {
     std::lock_guard lock(mutex_);
     const auto found = per_type_.find(event_type);

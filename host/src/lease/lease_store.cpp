@@ -13,6 +13,7 @@ constexpr const char* kClaimSql = R"SQL(
 WITH due AS (
     SELECT event_id FROM event_publication
     WHERE status IN ('PENDING', 'RETRY_WAIT') AND next_attempt_at <= now() AND event_type = ANY($1::text[])
+      AND (status = 'PENDING' OR last_error_code IS DISTINCT FROM 'WORKER_LOST')
     ORDER BY next_attempt_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -29,6 +30,37 @@ SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, '
        c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
        (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id)
 FROM claimed c
+)SQL";
+
+// Suspects (their previous host died mid-attempt) are claimed one at a time, by a host
+// with nothing else in flight, so a poison event can only take itself down.
+constexpr const char* kClaimSuspectSql = R"SQL(
+WITH due AS (
+    SELECT event_id FROM event_publication
+    WHERE status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST' AND next_attempt_at <= now()
+      AND event_type = ANY($1::text[])
+    ORDER BY next_attempt_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE event_publication e
+    SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
+        lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
+        version = e.version + 1, updated_at = now()
+    FROM due WHERE e.event_id = due.event_id
+    RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
+              e.lease_token, e.occurred_at
+)
+SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
+       c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
+       (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id)
+FROM claimed c
+)SQL";
+
+constexpr const char* kSuspectDueSql = R"SQL(
+SELECT EXISTS (SELECT 1 FROM event_publication
+               WHERE status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST' AND next_attempt_at <= now()
+                 AND event_type = ANY($1::text[]))
 )SQL";
 
 // Finish: one statement for a whole batch of mixed outcomes. The consumption rows of
@@ -110,6 +142,8 @@ void prepare_once(pqxx::connection& conn) {
     // Statement definitions live on the connection object; re-declaring is an error.
     try {
         conn.prepare("outbox_claim", kClaimSql);
+        conn.prepare("outbox_claim_suspect", kClaimSuspectSql);
+        conn.prepare("outbox_suspect_due", kSuspectDueSql);
         conn.prepare("outbox_finish", kFinishSql);
         conn.prepare("outbox_extend", kExtendSql);
         conn.prepare("outbox_release", kReleaseSql);
@@ -137,13 +171,23 @@ std::vector<std::string> split_names(const pqxx::field& field) {
 
 LeaseStore::LeaseStore(pqxx::connection& conn) : conn_(conn) { prepare_once(conn_); }
 
+bool LeaseStore::suspects_due(const std::vector<std::string>& event_types) {
+    if (event_types.empty()) return false;
+    pqxx::work tx(conn_);
+    const bool due = tx.exec_prepared("outbox_suspect_due", db::pg_array(event_types))[0][0].as<bool>();
+    tx.commit();
+    return due;
+}
+
 std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& event_types, int limit,
-                                            const std::string& owner, std::chrono::milliseconds lease) {
+                                            const std::string& owner, std::chrono::milliseconds lease,
+                                            ClaimKind kind) {
     std::vector<ClaimedEvent> claimed;
     if (event_types.empty() || limit <= 0) return claimed;
     pqxx::work tx(conn_);
     const pqxx::result rows =
-        tx.exec_prepared("outbox_claim", db::pg_array(event_types), limit, owner, static_cast<long long>(lease.count()));
+        tx.exec_prepared(kind == ClaimKind::Suspect ? "outbox_claim_suspect" : "outbox_claim", db::pg_array(event_types),
+                         kind == ClaimKind::Suspect ? 1 : limit, owner, static_cast<long long>(lease.count()));
     tx.commit();
     claimed.reserve(rows.size());
     for (const auto& row : rows) {

@@ -35,6 +35,11 @@ struct Finish {
     std::vector<std::string> consumed_by;
 };
 
+enum class ClaimKind {
+    Normal,   // due PENDING/RETRY_WAIT events, except suspects
+    Suspect,  // one due RETRY_WAIT event whose previous host died mid-attempt (WORKER_LOST)
+};
+
 /// Persists lease state with fenced SQL. Every method is one statement in its own short
 /// transaction on the connection it was given; it prepares its statements on first use.
 /// Not thread-safe: one LeaseStore per connection/thread.
@@ -45,8 +50,12 @@ public:
     /// Claims up to `limit` due PENDING/RETRY_WAIT events of `event_types` with FOR UPDATE
     /// SKIP LOCKED: attempt_count + 1, a new lease_token, lease_expires_at = now + lease.
     /// Commits before returning, so no lock is held while handlers run.
+    /// Suspects are never part of a Normal claim; a Suspect claim takes at most one.
     std::vector<ClaimedEvent> claim(const std::vector<std::string>& event_types, int limit, const std::string& owner,
-                                    std::chrono::milliseconds lease);
+                                    std::chrono::milliseconds lease, ClaimKind kind = ClaimKind::Normal);
+
+    /// Whether any suspect of `event_types` is due.
+    bool suspects_due(const std::vector<std::string>& event_types);
 
     /// Applies a batch of attempt outcomes in one statement. Returns the lease tokens whose
     /// fenced update applied; the others had lost their lease and were left untouched.

@@ -1,0 +1,72 @@
+#include "lease/retention.hpp"
+
+#include <pqxx/pqxx>
+
+#include "dispatch/db_session.hpp"
+#include "log/log.hpp"
+
+namespace outbox::lease {
+namespace {
+
+// The inner SELECT walks the completed_at partial index oldest first; the outer status
+// check keeps the DELETE honest even if a row changed since (nothing moves rows out of
+// COMPLETED today).
+constexpr const char* kDeleteBatchSql = R"SQL(
+DELETE FROM event_publication
+WHERE event_id IN (
+    SELECT event_id FROM event_publication
+    WHERE status = 'COMPLETED'
+      AND completed_at < coalesce($2::timestamptz, now()) - $1::bigint * interval '1 millisecond'
+    ORDER BY completed_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+  AND status = 'COMPLETED'
+)SQL";
+
+}  // namespace
+
+std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_token stop,
+                                             std::optional<std::string> now) const {
+    {
+        pqxx::nontransaction tx(conn);
+        if (!tx.exec_params1("SELECT pg_try_advisory_lock($1)", kLockKey)[0].as<bool>()) return std::nullopt;
+    }
+    long long deleted = 0;
+    try {
+        for (;;) {
+            pqxx::work tx(conn);
+            tx.exec("SET LOCAL statement_timeout = '30s'");
+            const auto n = tx.exec_params0(kDeleteBatchSql, static_cast<long long>(retention_.count()), now, batch_)
+                               .affected_rows();
+            tx.commit();
+            deleted += static_cast<long long>(n);
+            if (n < static_cast<std::size_t>(batch_) || stop.stop_requested()) break;
+        }
+    } catch (...) {
+        try {
+            pqxx::nontransaction tx(conn);
+            tx.exec_params("SELECT pg_advisory_unlock($1)", kLockKey);
+        } catch (...) {
+            // A broken connection released the lock with its session.
+        }
+        throw;
+    }
+    pqxx::nontransaction tx(conn);
+    tx.exec_params("SELECT pg_advisory_unlock($1)", kLockKey);
+    return deleted;
+}
+
+void Retention::run(const std::string& url, db::OutageLog& outage, std::chrono::milliseconds interval,
+                    std::stop_token stop) const {
+    dispatch::DbSession session(url, "retention", outage);
+    do {
+        std::optional<long long> deleted;
+        if (!session.run([&](pqxx::connection& conn) { deleted = run_once(conn, stop); }, stop)) continue;
+        if (deleted && *deleted > 0) {
+            log::info("retention deleted " + std::to_string(*deleted) + " COMPLETED event(s) older than " +
+                      std::to_string(retention_.count() / 1000) + "s");
+        }
+    } while (dispatch::sleep_for(interval, stop));
+}
+
+}  // namespace outbox::lease
