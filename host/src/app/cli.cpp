@@ -29,8 +29,17 @@ int run_cli(int argc, char** argv) {
     auto* check = plugins->add_subcommand("check", "load every plugin in DIR and report OK or the reason it is refused");
     std::string check_dir;
     check->add_option("DIR", check_dir, "plugin directory")->required();
+    auto* retry = app.add_subcommand("retry", "re-drive a REVIEW_REQUIRED event (as the admin API's retry does)");
+    RetryArgs retry_args;
+    retry->add_option("EVENT_ID", retry_args.event_id, "the event's id")->required();
+    retry->add_option("--expected-version", retry_args.expected_version, "the event's version as you last read it")
+        ->required();
+    retry->add_option("--reason", retry_args.reason, "why it is safe to retry now (10 to 300 characters)")->required();
+    retry->add_option("--idempotency-key", retry_args.idempotency_key,
+                      "a key unique to this decision; repeating the command with it does nothing twice")
+        ->required();
     // The config option is accepted after the subcommand as well.
-    for (auto* sub : {run, migrate, status, check}) {
+    for (auto* sub : {run, migrate, status, check, retry}) {
         sub->add_option("-c,--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
     }
 
@@ -53,6 +62,7 @@ int run_cli(int argc, char** argv) {
     if (*run) return run_command(config, migrate_first);
     if (*migrate) return migrate_command(config);
     if (*status) return status_command(config);
+    if (*retry) return retry_command(config, retry_args);
     if (*check) {
         plugin::HandlerConfigs configs;
         for (const auto& [name, settings] : config.handlers) configs[name] = settings.config_json;

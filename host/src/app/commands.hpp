@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 #include "config/config.hpp"
 
 namespace outbox::app {
@@ -14,5 +16,17 @@ int migrate_command(const config::Config& config);
 /// `outboxd status`: counts by status and type, the oldest undelivered event's age, event
 /// types no handler in the fleet has claimed, and REVIEW_REQUIRED counts by code.
 int status_command(const config::Config& config);
+
+struct RetryArgs {
+    std::string event_id;
+    long long expected_version = 0;
+    std::string reason;
+    std::string idempotency_key;
+};
+
+/// `outboxd retry`: re-drives one REVIEW_REQUIRED event exactly as the admin API does (same
+/// service, same rules), for the event's own company, with actor "cli:<OS user>". Exit 0
+/// when accepted or replayed, 1 on conflict, unknown event, invalid input or database failure.
+int retry_command(const config::Config& config, const RetryArgs& args);
 
 }  // namespace outbox::app

@@ -1,14 +1,17 @@
 #include <csignal>
 #include <iostream>
+#include <thread>
 
 #include <pthread.h>
 #include <signal.h>
 
+#include "admin/admin_server.hpp"
 #include "app/commands.hpp"
 #include "app/host_identity.hpp"
 #include "db/connection_pool.hpp"
 #include "db/migrator.hpp"
 #include "dispatch/runtime.hpp"
+#include "lease/retention.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 #include "plugin/plugin_loader.hpp"
@@ -91,8 +94,30 @@ int run_command(const config::Config& config, bool migrate_first) {
     plugin::PluginLoader loader(private_dir.path());
     auto handlers = load_handlers(config, loader, metrics);
     const std::string host_id = host_identity(config.outbox.host_id);
+
+    // The listener starts before any claim, so a host that cannot bind exits having done
+    // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
+    std::unique_ptr<admin::AdminServer> admin_server;
+    if (config.admin.listen != "off") {
+        try {
+            admin_server = std::make_unique<admin::AdminServer>(admin::AdminOptions::from(config, host_id), metrics,
+                                                                handlers);
+            admin_server->start();
+        } catch (const config::ConfigError& e) {
+            std::cerr << "outboxd: config error: " << e.what() << "\n";
+            return 2;
+        } catch (const admin::AdminStartError& e) {
+            log::error(e.what());
+            return 1;
+        }
+    }
+
     auto runtime = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config, host_id), handlers, metrics);
     runtime->start();
+    db::OutageLog retention_outage;
+    std::jthread retention([&config, &retention_outage](std::stop_token stop) {
+        lease::Retention(config.outbox.retention).run(config.database.url, retention_outage, std::chrono::minutes{1}, stop);
+    });
     log::info("outboxd " OUTBOXD_VERSION " started as " + host_id + " with " +
               std::to_string(handlers->entries().size()) + " handler(s), concurrency " +
               std::to_string(config.outbox.concurrency));
@@ -101,7 +126,10 @@ int run_command(const config::Config& config, bool migrate_first) {
     sigwait(&signals, &received);
     log::info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
               ": stopping claims and draining in-flight work");
+    retention.request_stop();
+    retention.join();
     const bool clean = runtime->stop();
+    if (admin_server) admin_server->stop();
     log::info("outboxd stopped");
     spdlog::default_logger_raw()->flush();
     if (!clean) std::_Exit(0);  // detached handler threads still reference the runtime

@@ -1,0 +1,75 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "admin/jwt_verifier.hpp"
+#include "config/config.hpp"
+#include "dispatch/handler_set.hpp"
+#include "metrics/metrics.hpp"
+
+namespace outbox::admin {
+
+struct ListenAddress {
+    std::string host;  // an IP address or name; IPv6 without brackets
+    int port = 0;      // 0: any free port (tests)
+};
+
+/// Parses admin.listen: "host:port" or "[v6]:port"; nullopt for "off".
+/// Throws std::invalid_argument for anything else.
+std::optional<ListenAddress> parse_listen_address(const std::string& text);
+
+/// The admin listener could not start (the address is named in what()).
+class AdminStartError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct AdminOptions {
+    ListenAddress listen{"127.0.0.1", 8080};
+    std::string database_url;
+    JwtOptions jwt;
+    std::string host_id;
+    bool processing_enabled = true;            // readyz needs a handler only when processing
+    int threads = 8;                                // request threads (an idle keep-alive connection holds one)
+    int db_connections = 2;                         // requests that need the database share these
+    std::size_t max_body_bytes = 16 * 1024;         // larger bodies get 413
+    std::chrono::seconds io_timeout{5};             // read and write limit per request
+    std::chrono::seconds keep_alive_timeout{2};     // an idle keep-alive connection is closed after this
+    std::chrono::milliseconds probe_timeout{2000};  // statement_timeout of /metrics and /readyz queries
+
+    /// From the configuration. Reads admin.jwt_public_key_file; throws config::ConfigError
+    /// when it cannot be read or is not a PEM public key.
+    static AdminOptions from(const config::Config& config, const std::string& host_id);
+};
+
+/// The host's HTTP listener: the admin API (JWT, company-scoped), /metrics, /healthz and
+/// /readyz. Requests run on a fixed pool of `threads` (accepting waits when they are all
+/// busy and a few connections are queued), with body size and socket time limits; every
+/// 4xx/5xx answers {"error": {"code", "message"}}. Start in-process in tests with port 0.
+class AdminServer {
+public:
+    AdminServer(AdminOptions options, const metrics::Metrics& metrics,
+                std::shared_ptr<const dispatch::HandlerSet> handlers);
+    ~AdminServer();
+    AdminServer(const AdminServer&) = delete;
+    AdminServer& operator=(const AdminServer&) = delete;
+
+    /// Binds and starts serving on a background thread. Throws AdminStartError naming the
+    /// address when it cannot bind.
+    void start();
+    /// Stops accepting, finishes running requests, joins. Idempotent.
+    void stop();
+    /// The bound port (useful with port 0); 0 before start().
+    [[nodiscard]] int port() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace outbox::admin

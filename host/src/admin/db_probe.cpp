@@ -1,0 +1,76 @@
+#include "admin/db_probe.hpp"
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "db/pg_array.hpp"
+
+namespace outbox::admin {
+namespace {
+
+// Each count names one status so it matches a partial index predicate (due, lease, review);
+// `status <> 'COMPLETED'` would match none and read every COMPLETED row.
+constexpr const char* kGaugesSql = R"SQL(
+WITH live AS MATERIALIZED (
+    SELECT event_id, event_type, occurred_at FROM event_publication
+    WHERE (status IN ('PENDING', 'RETRY_WAIT') AND next_attempt_at <= now()) OR status = 'PROCESSING'
+), handler_types AS (
+    SELECT * FROM unnest($1::text[], $2::text[]) AS h(handler, event_type)
+)
+SELECT
+    (SELECT count(*) FROM event_publication WHERE status = 'PENDING'),
+    (SELECT count(*) FROM event_publication WHERE status = 'RETRY_WAIT'),
+    (SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'),
+    (SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED'),
+    (SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::float8 FROM live),
+    (SELECT coalesce(json_object_agg(handler, delay), '{}')::text FROM (
+        SELECT h.handler, extract(epoch FROM now() - min(l.occurred_at))::float8 AS delay
+        FROM handler_types h JOIN live l ON l.event_type = h.event_type
+        WHERE NOT EXISTS (SELECT 1 FROM event_consumption c
+                          WHERE c.event_id = l.event_id AND c.handler_name = h.handler)
+        GROUP BY h.handler) d)
+)SQL";
+
+void limit_statement(pqxx::transaction_base& tx, std::chrono::milliseconds timeout) {
+    tx.exec("SET LOCAL statement_timeout = " + std::to_string(timeout.count()));
+}
+
+}  // namespace
+
+metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::HandlerSet& handlers,
+                                 std::chrono::milliseconds timeout) {
+    std::vector<std::string> names;
+    std::vector<std::string> types;
+    for (const auto& entry : handlers.entries()) {
+        for (const auto& type : entry.event_types) {
+            names.push_back(entry.name);
+            types.push_back(type);
+        }
+    }
+    pqxx::read_transaction tx(conn);
+    limit_statement(tx, timeout);
+    const pqxx::row row = tx.exec_params1(kGaugesSql, db::pg_array(names), db::pg_array(types));
+    tx.commit();
+
+    metrics::DbGauges gauges;
+    gauges.backlog["PENDING"] = row[0].as<long long>();
+    gauges.backlog["RETRY_WAIT"] = row[1].as<long long>();
+    gauges.backlog["PROCESSING"] = row[2].as<long long>();
+    gauges.backlog["REVIEW_REQUIRED"] = row[3].as<long long>();
+    gauges.oldest_delay_seconds = row[4].as<double>();
+    for (const auto& entry : handlers.entries()) gauges.handler_oldest_delay_seconds[entry.name] = 0;
+    const auto per_handler = nlohmann::json::parse(row[5].c_str());
+    for (const auto& [handler, delay] : per_handler.items()) {
+        gauges.handler_oldest_delay_seconds[handler] = delay.get<double>();
+    }
+    return gauges;
+}
+
+void ping_database(pqxx::connection& conn, std::chrono::milliseconds timeout) {
+    pqxx::read_transaction tx(conn);
+    limit_statement(tx, timeout);
+    tx.exec1("SELECT 1");
+    tx.commit();
+}
+
+}  // namespace outbox::admin

@@ -1,0 +1,149 @@
+#include "admin/event_query.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <regex>
+
+#include <pqxx/pqxx>
+
+namespace outbox::admin {
+namespace {
+
+// The operator's view of an event: never the payload or the dedup key (both may carry
+// business data); timestamps as ISO 8601 in UTC.
+constexpr const char* kColumns = R"SQL(
+json_build_object(
+    'event_id', p.event_id, 'company_id', p.company_id, 'event_type', p.event_type,
+    'aggregate_key', p.aggregate_key, 'status', p.status, 'attempt_count', p.attempt_count,
+    'next_attempt_at', p.next_attempt_at, 'last_error_code', p.last_error_code, 'version', p.version,
+    'occurred_at', p.occurred_at, 'updated_at', p.updated_at, 'completed_at', p.completed_at,
+    'lease_owner', p.lease_owner, 'lease_expires_at', p.lease_expires_at,
+    'consumed_by', ARRAY(SELECT c.handler_name FROM event_consumption c
+                         WHERE c.event_id = p.event_id ORDER BY c.handler_name))::text
+)SQL";
+
+const std::string kGetSql =
+    std::string("SELECT ") + kColumns + " FROM event_publication p WHERE p.event_id = $1::uuid AND p.company_id = $2";
+
+// Keyset paging on (occurred_at, event_id), newest first; the cursor is the last row's key.
+const std::string kListSql = std::string("SELECT ") + kColumns + R"SQL(,
+    (extract(epoch FROM p.occurred_at) * 1000000)::bigint, p.event_id::text
+FROM event_publication p
+WHERE p.company_id = $1
+  AND ($2::text IS NULL OR p.status = $2)
+  AND ($3::text IS NULL OR p.event_type = $3)
+  AND ($4::bigint IS NULL OR (p.occurred_at, p.event_id) <
+       (timestamptz 'epoch' + $4::bigint * interval '1 microsecond', $5::uuid))
+ORDER BY p.occurred_at DESC, p.event_id DESC
+LIMIT $6
+)SQL";
+
+constexpr std::array<std::string_view, 5> kStatuses{"PENDING", "PROCESSING", "RETRY_WAIT", "COMPLETED",
+                                                    "REVIEW_REQUIRED"};
+
+const std::regex& uuid_pattern() {
+    static const std::regex pattern("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
+    return pattern;
+}
+
+template <class T>
+std::optional<T> parse_whole(std::string_view text) {
+    T value{};
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+    return value;
+}
+
+struct Cursor {
+    long long micros;
+    std::string event_id;
+};
+
+std::optional<Cursor> decode_cursor(const std::string& cursor) {
+    const auto dot = cursor.find('.');
+    if (dot == std::string::npos) return std::nullopt;
+    const auto micros = parse_whole<long long>(std::string_view(cursor).substr(0, dot));
+    std::string id = cursor.substr(dot + 1);
+    if (!micros || !std::regex_match(id, uuid_pattern())) return std::nullopt;
+    return Cursor{*micros, std::move(id)};
+}
+
+void prepare(pqxx::work& tx) {
+    tx.exec("SET LOCAL statement_timeout = '5s'");
+    tx.exec("SET LOCAL TIME ZONE 'UTC'");
+}
+
+}  // namespace
+
+std::optional<FilterError> parse_event_filter(const std::optional<std::string>& status,
+                                              const std::optional<std::string>& event_type,
+                                              const std::optional<std::string>& limit,
+                                              const std::optional<std::string>& cursor, EventFilter& filter) {
+    if (status) {
+        if (std::find(kStatuses.begin(), kStatuses.end(), *status) == kStatuses.end()) {
+            return FilterError{"INVALID_STATUS",
+                               "status must be one of PENDING, PROCESSING, RETRY_WAIT, COMPLETED, REVIEW_REQUIRED"};
+        }
+        filter.status = status;
+    }
+    if (event_type) {
+        static const std::regex pattern("^[A-Z][A-Za-z0-9]{0,99}$");
+        if (!std::regex_match(*event_type, pattern)) {
+            return FilterError{"INVALID_EVENT_TYPE", "event_type must be PascalCase letters and digits"};
+        }
+        filter.event_type = event_type;
+    }
+    filter.limit = kDefaultListLimit;
+    if (limit) {
+        const auto value = parse_whole<int>(*limit);
+        if (!value || *value < 1 || *value > kMaxListLimit) {
+            return FilterError{"INVALID_LIMIT", "limit must be a whole number from 1 to " + std::to_string(kMaxListLimit)};
+        }
+        filter.limit = *value;
+    }
+    if (cursor) {
+        if (!decode_cursor(*cursor)) {
+            return FilterError{"INVALID_CURSOR", "cursor must be a next_cursor value returned by this API"};
+        }
+        filter.cursor = cursor;
+    }
+    return std::nullopt;
+}
+
+std::optional<nlohmann::json> EventQuery::get(const std::string& company_id, const std::string& event_id) {
+    pqxx::work tx(conn_);
+    prepare(tx);
+    const pqxx::result rows = tx.exec_params(kGetSql, event_id, company_id);
+    tx.commit();
+    if (rows.empty()) return std::nullopt;
+    return nlohmann::json::parse(rows[0][0].c_str());
+}
+
+nlohmann::json EventQuery::list(const std::string& company_id, const EventFilter& filter) {
+    std::optional<long long> after_micros;
+    std::optional<std::string> after_id;
+    if (filter.cursor) {
+        if (const auto cursor = decode_cursor(*filter.cursor)) {
+            after_micros = cursor->micros;
+            after_id = cursor->event_id;
+        }
+    }
+    pqxx::work tx(conn_);
+    prepare(tx);
+    // One row more than asked tells whether there is a next page.
+    const pqxx::result rows = tx.exec_params(kListSql, company_id, filter.status, filter.event_type, after_micros,
+                                             after_id, filter.limit + 1);
+    tx.commit();
+    nlohmann::json events = nlohmann::json::array();
+    const auto shown = std::min<std::size_t>(rows.size(), static_cast<std::size_t>(filter.limit));
+    for (std::size_t i = 0; i < shown; ++i) events.push_back(nlohmann::json::parse(rows[i][0].c_str()));
+    nlohmann::json next = nullptr;
+    if (rows.size() > shown) {
+        const auto& last = rows[shown - 1];
+        next = std::string(last[1].c_str()) + "." + last[2].c_str();
+    }
+    return nlohmann::json{{"events", std::move(events)}, {"next_cursor", std::move(next)}};
+}
+
+}  // namespace outbox::admin

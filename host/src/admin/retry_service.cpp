@@ -1,0 +1,175 @@
+#include "admin/retry_service.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "admin/text.hpp"
+
+namespace outbox::admin {
+namespace {
+
+constexpr std::size_t kMinReason = 10;
+constexpr std::size_t kMaxReason = 300;
+constexpr std::size_t kMaxKey = 200;
+constexpr int kAttempts = 3;
+
+constexpr const char* kHashSql = R"SQL(
+SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($2, 'UTF8')), 'hex')
+)SQL";
+
+// FOR UPDATE serializes concurrent retries of one event; under READ COMMITTED the statements
+// after it see whatever the request it waited for committed.
+constexpr const char* kLockEventSql = R"SQL(
+SELECT company_id, status, version, attempt_count, event_type
+FROM event_publication WHERE event_id = $1::uuid FOR UPDATE
+)SQL";
+
+constexpr const char* kFindRetrySql = R"SQL(
+SELECT event_id::text, request_hash, new_version
+FROM outbox_manual_retry WHERE company_id = $1 AND idempotency_key_hash = $2
+)SQL";
+
+constexpr const char* kRedriveSql = R"SQL(
+UPDATE event_publication
+SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = version + 1,
+    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE event_id = $1::uuid AND status = 'REVIEW_REQUIRED' AND version = $2
+RETURNING version
+)SQL";
+
+constexpr const char* kInsertRetrySql = R"SQL(
+INSERT INTO outbox_manual_retry (event_id, company_id, actor, reason, idempotency_key_hash, request_hash,
+                                 previous_attempt_count, previous_status, previous_version, new_version)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+RETURNING id
+)SQL";
+
+constexpr const char* kInsertAuditSql = R"SQL(
+INSERT INTO audit_event (actor, action, company_id, target_id, detail)
+VALUES ($1, 'outbox.manual_retry', $2, $3, $4::jsonb)
+)SQL";
+
+constexpr const char* kNotifySql = "SELECT pg_notify('outboxd_events', $1)";
+
+bool is_uuid(const std::string& text) {
+    static const std::regex pattern("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$");
+    return std::regex_match(text, pattern);
+}
+
+RetryRejected bad_request(std::string code, std::string message) {
+    return {RetryRejected::Kind::BadRequest, std::move(code), std::move(message)};
+}
+
+}  // namespace
+
+std::optional<RetryRejected> validate_retry_request(RetryRequest& request) {
+    if (request.idempotency_key.empty()) {
+        return bad_request("MISSING_IDEMPOTENCY_KEY", "the Idempotency-Key header is required");
+    }
+    const bool printable = std::all_of(request.idempotency_key.begin(), request.idempotency_key.end(),
+                                       [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
+    if (request.idempotency_key.size() > kMaxKey || !printable) {
+        return bad_request("INVALID_IDEMPOTENCY_KEY", "the Idempotency-Key must be 1 to 200 printable ASCII characters");
+    }
+    if (!is_uuid(request.event_id)) return bad_request("INVALID_EVENT_ID", "the event id must be a UUID");
+    std::transform(request.event_id.begin(), request.event_id.end(), request.event_id.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (request.expected_version < 1) {
+        return bad_request("INVALID_EXPECTED_VERSION", "expected_version must be a positive integer");
+    }
+    const auto length = utf8_length(request.reason);
+    if (!length || *length < kMinReason || *length > kMaxReason || has_control_characters(request.reason) ||
+        is_blank(request.reason)) {
+        return RetryRejected{RetryRejected::Kind::Unprocessable, "INVALID_REASON",
+                             "reason must be 10 to 300 characters of text (no control characters); do not include "
+                             "personal data, tokens, payloads or exception text"};
+    }
+    return std::nullopt;
+}
+
+std::string canonical_retry_request(const RetryRequest& request) {
+    // nlohmann::json orders keys and escapes strings deterministically.
+    return nlohmann::json{{"event_id", request.event_id},
+                          {"expected_version", request.expected_version},
+                          {"reason", request.reason}}
+        .dump();
+}
+
+RetryResult RetryService::retry(RetryRequest request) {
+    if (auto rejected = validate_retry_request(request)) return *rejected;
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return this->attempt(request);
+        } catch (const pqxx::unique_violation&) {
+            // Another request took this key (for another event) between our lookup and our
+            // insert; the next attempt finds its record.
+            if (attempt >= kAttempts) throw;
+        } catch (const pqxx::serialization_failure&) {
+            if (attempt >= kAttempts) throw;
+        } catch (const pqxx::deadlock_detected&) {
+            if (attempt >= kAttempts) throw;
+        }
+    }
+}
+
+RetryResult RetryService::attempt(const RetryRequest& request) {
+    pqxx::work tx(conn_);
+    tx.exec("SET LOCAL lock_timeout = '5s'");
+    tx.exec("SET LOCAL statement_timeout = '10s'");
+    const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_retry_request(request));
+    const std::string key_hash = hashes[0].as<std::string>();
+    const std::string request_hash = hashes[1].as<std::string>();
+
+    const pqxx::result event = tx.exec_params(kLockEventSql, request.event_id);
+    std::optional<std::string> company = request.company_id;
+    if (!company && !event.empty()) company = event[0][0].as<std::string>();
+
+    if (company) {
+        const pqxx::result earlier = tx.exec_params(kFindRetrySql, *company, key_hash);
+        if (!earlier.empty()) {
+            // The request hash covers the event id, so a match is necessarily this event.
+            if (earlier[0][1].as<std::string>() == request_hash) {
+                return RetryAccepted{earlier[0][0].as<std::string>(), earlier[0][2].as<long long>(), true};
+            }
+            return RetryRejected{RetryRejected::Kind::Unprocessable, "IDEMPOTENCY_KEY_REUSED",
+                                 "this Idempotency-Key was already used for a different request; use a new key"};
+        }
+    }
+    if (event.empty() || event[0][0].as<std::string>() != *company) {
+        return RetryRejected{RetryRejected::Kind::NotVisible, "EVENT_NOT_ACCESSIBLE", "no such event"};
+    }
+
+    const std::string status = event[0][1].as<std::string>();
+    const auto version = event[0][2].as<long long>();
+    const int attempts = event[0][3].as<int>();
+    const std::string event_type = event[0][4].as<std::string>();
+    if (status != "REVIEW_REQUIRED") {
+        return RetryConflict{"NOT_IN_REVIEW", "only a REVIEW_REQUIRED event can be retried; it is " + status, version,
+                             status};
+    }
+    if (version != request.expected_version) {
+        return RetryConflict{"VERSION_CONFLICT",
+                             "the event is at version " + std::to_string(version) + ", not " +
+                                 std::to_string(request.expected_version) + "; re-read it and decide again",
+                             version, status};
+    }
+
+    const auto new_version = tx.exec_params1(kRedriveSql, request.event_id, version)[0].as<long long>();
+    const auto retry_id = tx.exec_params1(kInsertRetrySql, request.event_id, *company, request.actor, request.reason,
+                                          key_hash, request_hash, attempts, status, version, new_version)[0]
+                              .as<long long>();
+    const nlohmann::json detail{{"manual_retry_id", retry_id},     {"channel", request.channel},
+                                {"previous_status", status},       {"previous_attempt_count", attempts},
+                                {"previous_version", version},     {"new_version", new_version}};
+    tx.exec_params0(kInsertAuditSql, request.actor, *company, request.event_id, detail.dump());
+    // Delivered on commit; a host that handles this type claims it at once.
+    tx.exec_params(kNotifySql, event_type);
+    tx.commit();
+    return RetryAccepted{request.event_id, new_version, false};
+}
+
+}  // namespace outbox::admin

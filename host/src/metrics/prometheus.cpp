@@ -1,0 +1,136 @@
+#include "metrics/prometheus.hpp"
+
+#include <array>
+#include <cmath>
+#include <charconv>
+
+namespace outbox::metrics {
+namespace {
+
+std::string escape_label(const std::string& value) {
+    std::string out;
+    out.reserve(value.size());
+    for (const char c : value) {
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (c == '"') {
+            out += "\\\"";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+std::string number(double value) {
+    if (std::isnan(value)) return "NaN";
+    if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+    // Shortest text that reads back as the same double: bucket bounds print as written.
+    char buffer[64];
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return std::string(buffer, result.ptr);
+}
+
+class Writer {
+public:
+    void family(const char* name, const char* type, const char* help) {
+        out_ += "# HELP ";
+        out_ += name;
+        out_ += ' ';
+        out_ += help;
+        out_ += "\n# TYPE ";
+        out_ += name;
+        out_ += ' ';
+        out_ += type;
+        out_ += '\n';
+    }
+    void sample(const std::string& name, const std::map<std::string, std::string>& labels, const std::string& value) {
+        out_ += name;
+        if (!labels.empty()) {
+            out_ += '{';
+            bool first = true;
+            for (const auto& [key, label] : labels) {
+                if (!first) out_ += ',';
+                first = false;
+                out_ += key + "=\"" + escape_label(label) + '"';
+            }
+            out_ += '}';
+        }
+        out_ += ' ';
+        out_ += value;
+        out_ += '\n';
+    }
+    void sample(const std::string& name, const std::map<std::string, std::string>& labels, std::uint64_t value) {
+        sample(name, labels, std::to_string(value));
+    }
+    std::string take() { return std::move(out_); }
+
+private:
+    std::string out_;
+};
+
+}  // namespace
+
+std::string render_prometheus(const Metrics& metrics, const std::optional<DbGauges>& gauges, const HostInfo& host) {
+    Writer w;
+    w.family("outbox_host_info", "gauge", "This outboxd host: its host_id (lease_owner) and version.");
+    w.sample("outbox_host_info", {{"host_id", host.host_id}, {"version", host.version}}, "1");
+
+    w.family("outbox_database_up", "gauge", "1 when this scrape's database query succeeded (the DB gauges below are present).");
+    w.sample("outbox_database_up", {}, gauges ? "1" : "0");
+    if (gauges) {
+        w.family("outbox_publications_backlog", "gauge", "Events not COMPLETED, by status (fleet-wide, from the database).");
+        for (const auto& [status, count] : gauges->backlog) {
+            w.sample("outbox_publications_backlog", {{"status", status}}, std::to_string(count));
+        }
+        w.family("outbox_publications_oldest_delay_seconds", "gauge",
+                 "Age of the oldest due or in-flight event (fleet-wide); per handler: of a type it supports and has "
+                 "not consumed.");
+        w.sample("outbox_publications_oldest_delay_seconds", {}, number(gauges->oldest_delay_seconds));
+        for (const auto& [handler, delay] : gauges->handler_oldest_delay_seconds) {
+            w.sample("outbox_publications_oldest_delay_seconds", {{"handler", handler}}, number(delay));
+        }
+    }
+
+    w.family("outbox_publications_processed_total", "counter", "Event attempt outcomes stored by this host.");
+    constexpr std::array<std::pair<Metrics::Outcome, const char*>, 3> kOutcomes{{
+        {Metrics::Outcome::Completed, "completed"},
+        {Metrics::Outcome::Retry, "retry"},
+        {Metrics::Outcome::ReviewRequired, "review_required"},
+    }};
+    for (const auto& [outcome, label] : kOutcomes) {
+        w.sample("outbox_publications_processed_total", {{"result", label}}, metrics.outcome_count(outcome));
+    }
+
+    w.family("outbox_handler_calls_total", "counter", "Handler calls made by this host, by handler and result.");
+    for (const auto& [key, count] : metrics.handler_calls()) {
+        w.sample("outbox_handler_calls_total", {{"handler", key.first}, {"result", key.second}}, count);
+    }
+
+    w.family("outbox_handler_duration_seconds", "histogram", "Duration of handler calls made by this host.");
+    for (const auto& [handler, histogram] : metrics.handler_durations()) {
+        std::uint64_t cumulative = 0;
+        for (std::size_t i = 0; i < kDurationBuckets.size(); ++i) {
+            cumulative += histogram.buckets[i];
+            w.sample("outbox_handler_duration_seconds_bucket", {{"handler", handler}, {"le", number(kDurationBuckets[i])}},
+                     cumulative);
+        }
+        w.sample("outbox_handler_duration_seconds_bucket", {{"handler", handler}, {"le", "+Inf"}}, histogram.count);
+        w.sample("outbox_handler_duration_seconds_sum", {{"handler", handler}}, number(histogram.sum));
+        w.sample("outbox_handler_duration_seconds_count", {{"handler", handler}}, histogram.count);
+    }
+
+    w.family("outbox_leases_lost_total", "counter", "Leases this host found taken over while its handlers ran.");
+    w.sample("outbox_leases_lost_total", {}, metrics.leases_lost());
+    w.family("outbox_plugin_load_failures_total", "counter", "Plugin files this host refused to load.");
+    w.sample("outbox_plugin_load_failures_total", {}, metrics.plugin_load_failures());
+    w.family("outbox_events_rescued_total", "counter", "Expired leases this host's rescuer recovered.");
+    w.sample("outbox_events_rescued_total", {}, metrics.events_rescued());
+    w.family("outbox_events_claimed_total", "counter", "Events this host claimed.");
+    w.sample("outbox_events_claimed_total", {}, metrics.events_claimed());
+    return w.take();
+}
+
+}  // namespace outbox::metrics

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "metrics/metrics.hpp"
+
+namespace outbox::metrics {
+
+/// Gauges read from the database at scrape time (shared by every host of the fleet).
+struct DbGauges {
+    /// Events per status, for every status except COMPLETED (what is not done yet).
+    std::map<std::string, long long> backlog;
+    /// Age (now - occurred_at) of the oldest event that is due or in flight; 0 when none.
+    double oldest_delay_seconds = 0;
+    /// Per loaded handler: the same for events of a type it supports and has not consumed.
+    std::map<std::string, double> handler_oldest_delay_seconds;
+};
+
+struct HostInfo {
+    std::string host_id;
+    std::string version;
+};
+
+/// Prometheus text exposition format 0.0.4 of this host's counters and, when the scrape's
+/// database query succeeded, the database gauges (`outbox_database_up` says which).
+std::string render_prometheus(const Metrics& metrics, const std::optional<DbGauges>& gauges, const HostInfo& host);
+
+/// Content-Type of render_prometheus' output.
+inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace outbox::metrics
