@@ -78,8 +78,19 @@ std::string message_of(const std::function<void()>& action) {
     return {};
 }
 
-const EmbeddedMigration kV2{"V2__add_widget.sql", "CREATE TABLE widget (id int PRIMARY KEY);"};
-const EmbeddedMigration kV3{"V3__add_gadget.sql", "CREATE TABLE gadget (id int PRIMARY KEY);"};
+// Test-only migrations numbered far above the real ones, so the tests keep meaning the
+// same thing as real migrations are added.
+const EmbeddedMigration kV2{"V1001__add_widget.sql", "CREATE TABLE widget (id int PRIMARY KEY);"};
+const EmbeddedMigration kV3{"V1002__add_gadget.sql", "CREATE TABLE gadget (id int PRIMARY KEY);"};
+
+// The real migrations are numbered 1..N without gaps.
+int real_latest() { return static_cast<int>(outbox::db::embedded_migrations().size()); }
+
+std::vector<std::string> real_file_names() {
+    std::vector<std::string> names;
+    for (const auto& m : outbox::db::embedded_migrations()) names.emplace_back(m.file_name);
+    return names;
+}
 
 TEST(Migrator, RejectsMalformedFileNames) {
     for (const char* name : {"V1_schema.sql", "1__schema.sql", "V__schema.sql", "V0__schema.sql", "V1__.sql",
@@ -144,8 +155,8 @@ TEST(Migrate, NewFileIsAppliedOnTopOfAnAppliedSchema) {
     const auto applied = Migrator{real_plus({kV2})}.migrate(conn);
 
     ASSERT_EQ(applied.size(), 1U);
-    EXPECT_EQ(applied[0].version, 2);
-    EXPECT_EQ(applied[0].file_name, "V2__add_widget.sql");
+    EXPECT_EQ(applied[0].version, 1001);
+    EXPECT_EQ(applied[0].file_name, "V1001__add_widget.sql");
     EXPECT_EQ(db.scalar("SELECT to_regclass('widget') IS NOT NULL"), "t");
 }
 
@@ -204,7 +215,7 @@ TEST(Migrate, DatabaseNewerThanThisBinaryIsRefused) {
     const std::string message = message_of([&] { Migrator{}.migrate(conn); });
 
     EXPECT_THAT(message, HasSubstr("database is newer than this outboxd"));
-    EXPECT_THAT(message, HasSubstr("V2__add_widget.sql"));
+    EXPECT_THAT(message, HasSubstr("V1001__add_widget.sql"));
 }
 
 TEST(Migrate, NewFileBelowAnAppliedVersionIsRefused) {
@@ -214,23 +225,24 @@ TEST(Migrate, NewFileBelowAnAppliedVersionIsRefused) {
 
     const std::string message = message_of([&] { Migrator{real_plus({kV2, kV3})}.migrate(conn); });
 
-    EXPECT_THAT(message, HasSubstr("V2__add_widget.sql"));
+    EXPECT_THAT(message, HasSubstr("V1001__add_widget.sql"));
     EXPECT_EQ(db.scalar("SELECT to_regclass('widget') IS NULL"), "t");
 }
 
 TEST(Migrate, FailingStatementRollsBackItsFileAndNamesIt) {
     const EmptyDatabase db;
     pqxx::connection conn{db.url()};
-    const EmbeddedMigration broken{"V2__broken.sql",
+    const EmbeddedMigration broken{"V1001__broken.sql",
                                    "CREATE TABLE half_done (id int);\nSELECT no_such_column FROM half_done;"};
 
     const std::string message = message_of([&] { Migrator{real_plus({broken})}.migrate(conn); });
 
-    EXPECT_THAT(message, HasSubstr("V2__broken.sql"));
+    EXPECT_THAT(message, HasSubstr("V1001__broken.sql"));
     EXPECT_THAT(message, HasSubstr("no_such_column"));
     EXPECT_THAT(message, ::testing::Not(HasSubstr("\n"))) << "only the error's first line";
     EXPECT_EQ(db.scalar("SELECT to_regclass('half_done') IS NULL"), "t") << "the failed file's transaction rolled back";
-    EXPECT_EQ(db.scalar("SELECT max(version) FROM outbox_schema_history"), "1") << "earlier files stay applied";
+    EXPECT_EQ(db.scalar("SELECT max(version) FROM outbox_schema_history"), std::to_string(real_latest()))
+        << "earlier files stay applied";
     EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), "0");
     EXPECT_TRUE(Migrator{}.migrate(conn).empty()) << "the connection is still usable";
 }
@@ -242,8 +254,10 @@ TEST(Migrate, StatusOfAnEmptyDatabaseListsEverythingPendingAndChangesNothing) {
     const auto status = Migrator{real_plus({kV2})}.status(conn);
 
     EXPECT_EQ(status.applied_version, 0);
-    EXPECT_EQ(status.latest_version, 2);
-    EXPECT_THAT(status.pending, ElementsAre("V1__outbox_schema.sql", "V2__add_widget.sql"));
+    EXPECT_EQ(status.latest_version, 1001);
+    auto expected = real_file_names();
+    expected.emplace_back("V1001__add_widget.sql");
+    EXPECT_EQ(status.pending, expected);
     EXPECT_EQ(db.scalar("SELECT to_regclass('outbox_schema_history') IS NULL"), "t") << "status() must not write";
 }
 
@@ -253,9 +267,9 @@ TEST(Migrate, StatusReportsPendingFiles) {
     Migrator{}.migrate(conn);
 
     const auto pending = Migrator{real_plus({kV2, kV3})}.status(conn);
-    EXPECT_EQ(pending.applied_version, 1);
-    EXPECT_EQ(pending.latest_version, 3);
-    EXPECT_THAT(pending.pending, ElementsAre("V2__add_widget.sql", "V3__add_gadget.sql"));
+    EXPECT_EQ(pending.applied_version, real_latest());
+    EXPECT_EQ(pending.latest_version, 1002);
+    EXPECT_THAT(pending.pending, ElementsAre("V1001__add_widget.sql", "V1002__add_gadget.sql"));
 
     const auto current = Migrator{}.status(conn);
     EXPECT_EQ(current.applied_version, current.latest_version);
