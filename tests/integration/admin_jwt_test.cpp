@@ -1,0 +1,124 @@
+// JwtVerifier on its own (no server, no database): what libjwt is asked to check and what
+// this host checks on top of it.
+#include <gtest/gtest.h>
+
+#include "admin/jwt_verifier.hpp"
+#include "admin_support.hpp"
+
+namespace outbox::test {
+namespace {
+
+using admin::AuthFailure;
+using admin::JwtOptions;
+using admin::JwtVerifier;
+using admin::Principal;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+JwtVerifier hs256(std::string issuer = {}, std::string audience = {}) {
+    JwtOptions options;
+    options.hs256_secret = kTestSecret;
+    options.issuer = std::move(issuer);
+    options.audience = std::move(audience);
+    return JwtVerifier(options);
+}
+
+std::string failure_of(const std::variant<Principal, AuthFailure>& result) {
+    if (const auto* failure = std::get_if<AuthFailure>(&result)) return failure->message;
+    return {};
+}
+
+const auto kNow = std::chrono::system_clock::now();
+
+TEST(JwtVerifier, AcceptsAValidHs256TokenAndReadsItsClaims) {
+    const auto result = hs256().verify(mint_hs256(token_claims("HR", "acme", "bob")), kNow);
+    ASSERT_TRUE(std::holds_alternative<Principal>(result)) << failure_of(result);
+    const auto& principal = std::get<Principal>(result);
+    EXPECT_EQ(principal.subject, "bob");
+    EXPECT_EQ(principal.role, "HR");
+    EXPECT_EQ(principal.company_id, "acme");
+}
+
+TEST(JwtVerifier, RefusesAnotherSecretsSignature) {
+    EXPECT_NE(failure_of(hs256().verify(mint_hs256(token_claims("ADMIN", "acme"), "wrong"), kNow)), "");
+}
+
+TEST(JwtVerifier, RefusesATamperedPayload) {
+    std::string token = mint_hs256(token_claims("VIEWER", "acme"));
+    const std::string forged = mint_hs256(token_claims("ADMIN", "acme"), "attacker");
+    // Header and signature of the original, claims of the forgery.
+    const auto first = token.find('.');
+    const auto second = token.find('.', first + 1);
+    const auto forged_first = forged.find('.');
+    const auto forged_second = forged.find('.', forged_first + 1);
+    token.replace(first + 1, second - first - 1, forged.substr(forged_first + 1, forged_second - forged_first - 1));
+    EXPECT_NE(failure_of(hs256().verify(token, kNow)), "");
+}
+
+TEST(JwtVerifier, ExpiryIsRequiredAndCheckedWithASmallLeeway) {
+    json claims = token_claims("ADMIN", "acme");
+    claims.erase("exp");
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(claims), kNow)), "the token has no expiry (exp)");
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(token_claims("ADMIN", "acme", "a", -1min)), kNow)),
+              "the token has expired");
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(token_claims("ADMIN", "acme", "a", -10s)), kNow)), "")
+        << "10s past exp is within the 30s clock-skew leeway";
+}
+
+TEST(JwtVerifier, NotBeforeIsHonoured) {
+    json claims = token_claims("ADMIN", "acme");
+    claims["nbf"] = claims["exp"];
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(claims), kNow)), "the token is not valid yet (nbf)");
+}
+
+TEST(JwtVerifier, IssuerAndAudienceAreCheckedWhenConfigured) {
+    json claims = token_claims("ADMIN", "acme");
+    claims["iss"] = "https://idp.example";
+    claims["aud"] = json::array({"other", "outboxd"});
+    EXPECT_EQ(failure_of(hs256("https://idp.example", "outboxd").verify(mint_hs256(claims), kNow)), "");
+    EXPECT_EQ(failure_of(hs256("https://evil.example").verify(mint_hs256(claims), kNow)),
+              "the token's issuer is not accepted");
+    EXPECT_EQ(failure_of(hs256({}, "payroll").verify(mint_hs256(claims), kNow)), "the token's audience is not accepted");
+    claims.erase("aud");
+    EXPECT_EQ(failure_of(hs256({}, "outboxd").verify(mint_hs256(claims), kNow)), "the token's audience is not accepted");
+}
+
+TEST(JwtVerifier, RequiresStringSubRoleAndCompany) {
+    for (const char* missing : {"sub", "role", "company_id"}) {
+        json claims = token_claims("ADMIN", "acme");
+        claims.erase(missing);
+        EXPECT_NE(failure_of(hs256().verify(mint_hs256(claims), kNow)), "") << missing;
+    }
+    json numeric = token_claims("ADMIN", "acme");
+    numeric["company_id"] = 42;
+    EXPECT_NE(failure_of(hs256().verify(mint_hs256(numeric), kNow)), "");
+}
+
+TEST(JwtVerifier, RefusesUnsignedTokensAndGarbage) {
+    EXPECT_NE(failure_of(hs256().verify(mint_unsigned(token_claims("ADMIN", "acme")), kNow)), "");
+    EXPECT_NE(failure_of(hs256().verify("not a token", kNow)), "");
+    EXPECT_NE(failure_of(hs256().verify("", kNow)), "");
+    EXPECT_NE(failure_of(hs256().verify(std::string(10000, 'a'), kNow)), "");
+}
+
+TEST(JwtVerifier, Rs256PinsTheAlgorithmToTheKeyType) {
+    const RsaKeyPair keys = generate_rsa_key_pair();
+    JwtOptions options;
+    options.rs256_public_key_pem = keys.public_pem;
+    const JwtVerifier verifier(options);
+    const auto claims = token_claims("ADMIN", "acme");
+    EXPECT_EQ(failure_of(verifier.verify(mint_rs256(claims, keys.private_pem), kNow)), "");
+    EXPECT_NE(failure_of(verifier.verify(mint_hs256(claims, keys.public_pem), kNow)), "")
+        << "an HS256 token keyed with the (public) RSA key must not pass";
+    const RsaKeyPair other = generate_rsa_key_pair();
+    EXPECT_NE(failure_of(verifier.verify(mint_rs256(claims, other.private_pem), kNow)), "");
+}
+
+TEST(JwtVerifier, WithoutAKeyNothingVerifies) {
+    const JwtVerifier verifier{JwtOptions{}};
+    EXPECT_FALSE(verifier.configured());
+    EXPECT_NE(failure_of(verifier.verify(mint_hs256(token_claims("ADMIN", "acme")), kNow)), "");
+}
+
+}  // namespace
+}  // namespace outbox::test
