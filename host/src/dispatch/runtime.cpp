@@ -27,11 +27,11 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
     return o;
 }
 
-// The queue holds up to one extra claimed event per worker, so a worker that finishes
-// finds its next event without waiting for a claim round trip.
+// Beyond one event per worker the queue holds up to one batch more, so a worker that
+// finishes finds its next event without waiting for a claim round trip.
 Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics)
     : options_(std::move(options)), handlers_(std::move(handlers)), metrics_(metrics),
-      pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency * 2),
+      pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
       completer_(options_.database_url, outage_, in_flight_, metrics_), limiter_(options_.database_url, outage_) {}
 
 Runtime::~Runtime() { stop(); }

@@ -70,8 +70,10 @@ void Scheduler::run(std::stop_token stop) {
             continue;
         }
 
+        // While workers still have plenty queued, wait for room for a whole batch: many tiny
+        // claims cost the database more than a few full ones.
         const int free = queue_.free_slots();
-        if (free <= 0) {
+        if (free <= 0 || (free < options_.batch_size && queue_.queued() > options_.concurrency / 2)) {
             wakeup_.wait_for(options_.poll_interval, stop);
             continue;
         }

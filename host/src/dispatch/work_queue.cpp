@@ -62,6 +62,11 @@ int WorkQueue::busy() const {
     return busy_;
 }
 
+int WorkQueue::queued() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<int>(items_.size());
+}
+
 bool WorkQueue::idle() const {
     std::lock_guard lock(mutex_);
     return busy_ == 0 && items_.empty();

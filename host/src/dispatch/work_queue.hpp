@@ -38,6 +38,8 @@ public:
     /// Waits until no worker is busy; false on timeout.
     bool wait_idle(std::chrono::steady_clock::time_point deadline);
     [[nodiscard]] int busy() const;
+    /// Events waiting for a worker.
+    [[nodiscard]] int queued() const;
     /// Nothing queued and nothing running.
     [[nodiscard]] bool idle() const;
     /// Events of `event_type` queued or being worked on.

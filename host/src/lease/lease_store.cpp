@@ -169,13 +169,14 @@ std::vector<std::string> split_names(const pqxx::field& field) {
 
 }  // namespace
 
+// Every method is a single statement, which PostgreSQL runs atomically on its own; running
+// it without BEGIN/COMMIT saves two round trips per claim, finish and heartbeat.
 LeaseStore::LeaseStore(pqxx::connection& conn) : conn_(conn) { prepare_once(conn_); }
 
 bool LeaseStore::suspects_due(const std::vector<std::string>& event_types) {
     if (event_types.empty()) return false;
-    pqxx::work tx(conn_);
+    pqxx::nontransaction tx(conn_);
     const bool due = tx.exec_prepared("outbox_suspect_due", db::pg_array(event_types))[0][0].as<bool>();
-    tx.commit();
     return due;
 }
 
@@ -184,11 +185,10 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
                                             ClaimKind kind) {
     std::vector<ClaimedEvent> claimed;
     if (event_types.empty() || limit <= 0) return claimed;
-    pqxx::work tx(conn_);
+    pqxx::nontransaction tx(conn_);
     const pqxx::result rows =
         tx.exec_prepared(kind == ClaimKind::Suspect ? "outbox_claim_suspect" : "outbox_claim", db::pg_array(event_types),
                          kind == ClaimKind::Suspect ? 1 : limit, owner, static_cast<long long>(lease.count()));
-    tx.commit();
     claimed.reserve(rows.size());
     for (const auto& row : rows) {
         ClaimedEvent item;
@@ -227,11 +227,10 @@ std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch) {
             consumed_names.push_back(handler);
         }
     }
-    pqxx::work tx(conn_);
+    pqxx::nontransaction tx(conn_);
     const pqxx::result rows =
         tx.exec_prepared("outbox_finish", db::pg_array(ids), db::pg_array(tokens), db::pg_array(statuses),
                          db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names));
-    tx.commit();
     std::vector<std::string> applied;
     applied.reserve(rows.size());
     for (const auto& row : rows) applied.emplace_back(row[0].c_str());
@@ -244,10 +243,9 @@ std::vector<std::string> LeaseStore::extend(const std::vector<LeaseRef>& leases,
         ids.push_back(ref.event_id);
         tokens.push_back(ref.lease_token);
     }
-    pqxx::work tx(conn_);
+    pqxx::nontransaction tx(conn_);
     const pqxx::result rows =
         tx.exec_prepared("outbox_extend", db::pg_array(ids), db::pg_array(tokens), static_cast<long long>(lease.count()));
-    tx.commit();
     std::vector<std::string> kept;
     for (const auto& row : rows) kept.emplace_back(row[0].c_str());
     return kept;
@@ -260,16 +258,14 @@ int LeaseStore::release(const std::vector<LeaseRef>& leases) {
         ids.push_back(ref.event_id);
         tokens.push_back(ref.lease_token);
     }
-    pqxx::work tx(conn_);
+    pqxx::nontransaction tx(conn_);
     const pqxx::result rows = tx.exec_prepared("outbox_release", db::pg_array(ids), db::pg_array(tokens));
-    tx.commit();
     return static_cast<int>(rows.affected_rows());
 }
 
 int LeaseStore::rescue_expired(int max_attempts, int limit) {
-    pqxx::work tx(conn_);
+    pqxx::nontransaction tx(conn_);
     const pqxx::result rows = tx.exec_prepared("outbox_rescue", max_attempts, limit);
-    tx.commit();
     return static_cast<int>(rows.affected_rows());
 }
 

@@ -40,8 +40,8 @@ enum class ClaimKind {
     Suspect,  // one due RETRY_WAIT event whose previous host died mid-attempt (WORKER_LOST)
 };
 
-/// Persists lease state with fenced SQL. Every method is one statement in its own short
-/// transaction on the connection it was given; it prepares its statements on first use.
+/// Persists lease state with fenced SQL. Every method is one statement (atomic on its own)
+/// on the connection it was given; it prepares its statements on first use.
 /// Not thread-safe: one LeaseStore per connection/thread.
 class LeaseStore {
 public:
