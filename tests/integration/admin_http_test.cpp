@@ -1,0 +1,180 @@
+// The listener itself: JSON errors for every refusal, limits, probes, and binding.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "admin_support.hpp"
+
+namespace outbox::test {
+namespace {
+
+using nlohmann::json;
+
+/// A listening TCP socket on 127.0.0.1 (no SO_REUSEPORT) that holds a port busy.
+class BusyPort {
+public:
+    BusyPort() {
+        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd_, 1) != 0) {
+            throw std::runtime_error("cannot hold a port");
+        }
+        socklen_t length = sizeof address;
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+        port_ = ntohs(address.sin_port);
+    }
+    ~BusyPort() { ::close(fd_); }
+    BusyPort(const BusyPort&) = delete;
+    BusyPort& operator=(const BusyPort&) = delete;
+    [[nodiscard]] int port() const { return port_; }
+
+private:
+    int fd_ = -1;
+    int port_ = 0;
+};
+
+/// A TCP port on 127.0.0.1 where nothing listens (bound, then released).
+int closed_port() {
+    int port = 0;
+    {
+        const BusyPort busy;
+        port = busy.port();
+    }
+    return port;
+}
+
+class AdminHttp : public AdminApi {
+protected:
+    static void expect_json_error(const httplib::Result& res, int status, const std::string& code) {
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, status) << res->body;
+        EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+        const json answer = json::parse(res->body, nullptr, false);
+        ASSERT_FALSE(answer.is_discarded()) << res->body;
+        EXPECT_EQ(answer["error"]["code"], code) << res->body;
+        EXPECT_TRUE(answer["error"]["message"].is_string()) << res->body;
+    }
+};
+
+TEST_F(AdminHttp, UnknownPathsAre404Json) {
+    expect_json_error(client().Get("/nope"), 404, "NOT_FOUND");
+    expect_json_error(client().Get("/api/v1/admin/outbox-events/a/b/c"), 404, "NOT_FOUND");
+    expect_json_error(client().Post("/nope", "{}", "application/json"), 404, "NOT_FOUND");
+}
+
+TEST_F(AdminHttp, AKnownPathWithTheWrongMethodIs405WithAllow) {
+    const auto res = client().Delete("/metrics");
+    expect_json_error(res, 405, "METHOD_NOT_ALLOWED");
+    EXPECT_EQ(res->get_header_value("Allow"), "GET");
+    const auto get_retry = client().Get("/api/v1/admin/outbox-events/0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10/retry");
+    expect_json_error(get_retry, 405, "METHOD_NOT_ALLOWED");
+    EXPECT_EQ(get_retry->get_header_value("Allow"), "POST");
+    expect_json_error(client().Put("/api/v1/admin/outbox-events", "{}", "application/json"), 405,
+                      "METHOD_NOT_ALLOWED");
+}
+
+TEST_F(AdminHttp, ABodyOverTheLimitIs413Json) {
+    const std::string id = review_event(db_);
+    httplib::Headers headers = bearer(admin_token());
+    headers.emplace("Idempotency-Key", "big");
+    const std::string big = json{{"expected_version", 4}, {"reason", std::string(20000, 'x')}}.dump();
+    expect_json_error(client().Post(("/api/v1/admin/outbox-events/" + id + "/retry").c_str(), headers, big,
+                                    "application/json"),
+                      413, "PAYLOAD_TOO_LARGE");
+    EXPECT_EQ(db_.scalar("SELECT status FROM event_publication WHERE event_id = '" + id + "'"), "REVIEW_REQUIRED");
+}
+
+TEST_F(AdminHttp, MalformedJsonIs400Json) {
+    const std::string id = review_event(db_);
+    httplib::Headers headers = bearer(admin_token());
+    headers.emplace("Idempotency-Key", "k");
+    expect_json_error(client().Post(("/api/v1/admin/outbox-events/" + id + "/retry").c_str(), headers, "{\"expected",
+                                    "application/json"),
+                      400, "MALFORMED_JSON");
+}
+
+TEST_F(AdminHttp, HealthzAnswersWithoutTheDatabase) {
+    restart([](admin::AdminOptions& o) { o.database_url = "postgresql://postgres@127.0.0.1:" + std::to_string(closed_port()) + "/x"; });
+    const auto res = client().Get("/healthz");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+}
+
+TEST_F(AdminHttp, ReadyzIs200WhenTheDatabaseAnswersAnd503WhenItIsDown) {
+    const auto up = client().Get("/readyz");
+    ASSERT_TRUE(up);
+    EXPECT_EQ(up->status, 200) << up->body;
+
+    restart([](admin::AdminOptions& o) { o.database_url = "postgresql://postgres@127.0.0.1:" + std::to_string(closed_port()) + "/x"; });
+    const auto down = client().Get("/readyz");
+    expect_json_error(down, 503, "DATABASE_UNAVAILABLE");
+    // The API reports the outage the same way instead of hanging or failing with 500.
+    expect_json_error(client().Get("/api/v1/admin/outbox-events", bearer(admin_token())), 503, "DATABASE_UNAVAILABLE");
+    // /metrics still answers with this host's counters and says the database part is missing.
+    const auto metrics = client().Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, 200);
+    EXPECT_NE(metrics->body.find("outbox_database_up 0\n"), std::string::npos) << metrics->body;
+    EXPECT_EQ(metrics->body.find("outbox_publications_backlog"), std::string::npos) << metrics->body;
+}
+
+TEST_F(AdminHttp, ReadyzNeedsAHandlerOnlyWhileProcessingIsEnabled) {
+    restart([](admin::AdminOptions& o) { o.processing_enabled = true; });
+    expect_json_error(client().Get("/readyz"), 503, "NO_HANDLERS");
+    restart([](admin::AdminOptions& o) { o.processing_enabled = false; });
+    const auto res = client().Get("/readyz");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+}
+
+TEST_F(AdminHttp, ABusyPortIsAStartUpErrorNamingTheAddress) {
+    const BusyPort busy;
+    admin::AdminOptions options = default_options();
+    options.listen.port = busy.port();
+    admin::AdminServer server(options, metrics_, nullptr);
+    try {
+        server.start();
+        FAIL() << "started on a busy port";
+    } catch (const admin::AdminStartError& e) {
+        EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(busy.port())), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("Address already in use"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(AdminHttp, TwoServersCannotShareAPort) {
+    admin::AdminOptions options = default_options();
+    options.listen.port = server_->port();
+    admin::AdminServer second(options, metrics_, nullptr);
+    EXPECT_THROW(second.start(), admin::AdminStartError);
+}
+
+TEST_F(AdminHttp, ListenAddressesAreParsed) {
+    EXPECT_EQ(admin::parse_listen_address("off"), std::nullopt);
+    const auto v4 = admin::parse_listen_address("0.0.0.0:9000");
+    ASSERT_TRUE(v4);
+    EXPECT_EQ(v4->host, "0.0.0.0");
+    EXPECT_EQ(v4->port, 9000);
+    const auto v6 = admin::parse_listen_address("[::1]:8080");
+    ASSERT_TRUE(v6);
+    EXPECT_EQ(v6->host, "::1");
+    EXPECT_THROW(admin::parse_listen_address("8080"), std::invalid_argument);
+    EXPECT_THROW(admin::parse_listen_address("host:http"), std::invalid_argument);
+    EXPECT_THROW(admin::parse_listen_address(":80"), std::invalid_argument);
+}
+
+TEST_F(AdminHttp, StopEndsKeepAliveConnectionsAndReturns) {
+    httplib::Client c = client();
+    c.set_keep_alive(true);
+    ASSERT_TRUE(c.Get("/healthz"));
+    const auto started = std::chrono::steady_clock::now();
+    server_->stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{4});
+}
+
+}  // namespace
+}  // namespace outbox::test
