@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -45,6 +46,19 @@ private:
     std::vector<std::string> event_types_;
     std::vector<std::string> unthrottled_;
     std::map<std::string, int> throttled_;
+};
+
+/// The handler set a host routes to now. Replaced as a whole when plugins are added,
+/// replaced or removed; readers take a snapshot and keep it for as long as they need it.
+/// Thread-safe.
+class CurrentHandlers {
+public:
+    explicit CurrentHandlers(std::shared_ptr<const HandlerSet> initial) : current_(std::move(initial)) {}
+    [[nodiscard]] std::shared_ptr<const HandlerSet> get() const { return current_.load(); }
+    void set(std::shared_ptr<const HandlerSet> next) { current_.store(std::move(next)); }
+
+private:
+    std::atomic<std::shared_ptr<const HandlerSet>> current_;
 };
 
 }  // namespace outbox::dispatch

@@ -72,6 +72,11 @@ void Runtime::start() {
     });
 }
 
+void Runtime::set_handlers(std::shared_ptr<const HandlerSet> handlers) {
+    handlers_.set(std::move(handlers));
+    wakeup_.notify();  // new event types may be due already
+}
+
 void Runtime::release_unstarted(std::vector<Work> unstarted) {
     if (unstarted.empty()) return;
     std::vector<lease::LeaseRef> leases;

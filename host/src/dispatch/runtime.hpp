@@ -36,6 +36,11 @@ public:
     /// handler call never returned; its lease then expires and the event is retried.
     bool stop();
 
+    /// Routes new claims to `handlers` from now on; events already claimed finish with the
+    /// handlers they were claimed for (their plugins stay loaded until then).
+    void set_handlers(std::shared_ptr<const HandlerSet> handlers);
+    [[nodiscard]] std::shared_ptr<const HandlerSet> handlers() const { return handlers_.get(); }
+
     [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
     [[nodiscard]] std::size_t in_flight() const { return in_flight_.size(); }
 
@@ -43,7 +48,7 @@ private:
     void release_unstarted(std::vector<Work> unstarted);
 
     RuntimeOptions options_;
-    std::shared_ptr<const HandlerSet> handlers_;
+    CurrentHandlers handlers_;
     metrics::Metrics& metrics_;
     db::OutageLog outage_;
     db::ConnectionPool pool_;

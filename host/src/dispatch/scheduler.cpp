@@ -14,6 +14,7 @@ void Scheduler::run(std::stop_token stop) {
     bool suspects = false;
     auto next_suspect_check = std::chrono::steady_clock::now();
 
+    std::shared_ptr<const HandlerSet> handlers;
     const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed) {
         if (claimed.empty()) return;
         metrics_.events_claimed(claimed.size());
@@ -21,13 +22,16 @@ void Scheduler::run(std::stop_token stop) {
         work.reserve(claimed.size());
         for (auto& item : claimed) {
             auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token});
-            work.push_back(Work{std::move(item), std::move(flight), handlers_});
+            work.push_back(Work{std::move(item), std::move(flight), handlers});
         }
         queue_.push(std::move(work));
     };
 
     while (!stop.stop_requested()) {
-        const auto& types = handlers_->event_types();
+        // One snapshot per pass: what is claimed is run by exactly these handlers, even if
+        // the plugin directory changes meanwhile.
+        handlers = handlers_.get();
+        const auto& types = handlers->event_types();
         if (types.empty()) {
             wakeup_.wait_for(options_.poll_interval, stop);
             continue;
@@ -90,8 +94,8 @@ void Scheduler::run(std::stop_token stop) {
                     left -= static_cast<int>(got.size());
                     for (auto& item : got) claimed.push_back(std::move(item));
                 };
-                claim(handlers_->unthrottled_types(), std::min(left, options_.batch_size));
-                for (const auto& [type, budget] : handlers_->throttled_types()) {
+                claim(handlers->unthrottled_types(), std::min(left, options_.batch_size));
+                for (const auto& [type, budget] : handlers->throttled_types()) {
                     claim({type}, std::min({left, options_.batch_size, budget - queue_.in_flight_of(type)}));
                 }
             },

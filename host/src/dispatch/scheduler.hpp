@@ -20,9 +20,9 @@ namespace outbox::dispatch {
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
-              Wakeup& wakeup, metrics::Metrics& metrics, std::shared_ptr<const HandlerSet> handlers)
+              Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
-          metrics_(metrics), handlers_(std::move(handlers)) {}
+          metrics_(metrics), handlers_(handlers) {}
 
     void run(std::stop_token stop);
 
@@ -33,7 +33,7 @@ private:
     InFlightTable& in_flight_;
     Wakeup& wakeup_;
     metrics::Metrics& metrics_;
-    std::shared_ptr<const HandlerSet> handlers_;
+    const CurrentHandlers& handlers_;
 };
 
 }  // namespace outbox::dispatch

@@ -8,16 +8,17 @@ namespace outbox::dispatch {
 namespace {
 class Receiver final : public pqxx::notification_receiver {
 public:
-    Receiver(pqxx::connection_base& conn, const HandlerSet& handlers, Wakeup& wakeup)
+    Receiver(pqxx::connection_base& conn, const CurrentHandlers& handlers, Wakeup& wakeup)
         : pqxx::notification_receiver(conn, kNotifyChannel), handlers_(handlers), wakeup_(wakeup) {}
 
     void operator()(const std::string& payload, int /*backend_pid*/) override {
-        const auto& types = handlers_.event_types();
+        const auto handlers = handlers_.get();
+        const auto& types = handlers->event_types();
         if (std::binary_search(types.begin(), types.end(), payload)) wakeup_.notify();
     }
 
 private:
-    const HandlerSet& handlers_;
+    const CurrentHandlers& handlers_;
     Wakeup& wakeup_;
 };
 }  // namespace
@@ -27,7 +28,7 @@ void WakeupListener::run(std::stop_token stop) {
     while (!stop.stop_requested()) {
         try {
             auto conn = db::open_connection(url_);
-            Receiver receiver(*conn, *handlers_, wakeup_);
+            Receiver receiver(*conn, handlers_, wakeup_);
             conn->get_notifs();  // sends LISTEN
             outage_.succeeded();
             backoff.reset();

@@ -19,9 +19,8 @@ inline constexpr const char* kNotifyChannel = "outboxd_events";
 /// notifications sent while disconnected are gone.
 class WakeupListener {
 public:
-    WakeupListener(std::string url, db::OutageLog& outage, Wakeup& wakeup,
-                   std::shared_ptr<const HandlerSet> handlers)
-        : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(std::move(handlers)) {}
+    WakeupListener(std::string url, db::OutageLog& outage, Wakeup& wakeup, const CurrentHandlers& handlers)
+        : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(handlers) {}
 
     void run(std::stop_token stop);
 
@@ -29,7 +28,7 @@ private:
     std::string url_;
     db::OutageLog& outage_;
     Wakeup& wakeup_;
-    std::shared_ptr<const HandlerSet> handlers_;
+    const CurrentHandlers& handlers_;
 };
 
 }  // namespace outbox::dispatch
