@@ -1,0 +1,158 @@
+// GET /metrics after a known workload: every value checked against the database and the
+// work the host really did.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "admin_support.hpp"
+#include "metrics/prometheus.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// "name{labels}" -> value, for every sample line; checks HELP/TYPE precede each family.
+std::map<std::string, double> parse_exposition(const std::string& text) {
+    std::map<std::string, double> samples;
+    std::set<std::string> typed;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind("# TYPE ", 0) == 0) {
+            typed.insert(line.substr(7, line.find(' ', 7) - 7));
+            continue;
+        }
+        if (line.empty() || line[0] == '#') continue;
+        const auto space = line.rfind(' ');
+        const std::string key = line.substr(0, space);
+        std::string family = key.substr(0, key.find('{'));
+        for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+            if (family.ends_with(suffix) && !typed.contains(family)) family.resize(family.size() - std::strlen(suffix));
+        }
+        EXPECT_TRUE(typed.contains(family)) << "sample before its # TYPE: " << line;
+        samples[key] = std::stod(line.substr(space + 1));
+    }
+    return samples;
+}
+
+class MetricsEndpoint : public ::testing::Test {
+protected:
+    void SetUp() override { create_scripted_effect_table(db_.url()); }
+    long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
+    long long in_status(const std::string& status) const {
+        return count("SELECT count(*) FROM event_publication WHERE status = '" + status + "'");
+    }
+    TestDatabase db_;
+};
+
+TEST_F(MetricsEndpoint, ValuesMatchTheDatabaseAndTheWorkDone) {
+    publish_many(db_.url(), "TestRequested", "{}", 20);
+    publish_many(db_.url(), "TestRequested", R"({"mode": "review"})", 3);
+    publish_many(db_.url(), "TestRequested", R"({"mode": "retry", "retry_after_ms": 600000})", 2);
+    publish_many(db_.url(), "Unwanted", "{}", 4);  // no handler anywhere
+    TestHost host(fast_options(db_.url(), "metrics-host"), {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] {
+        return in_status("COMPLETED") == 20 && in_status("REVIEW_REQUIRED") == 3 && in_status("RETRY_WAIT") == 2;
+    }, 30s));
+    host.stop();
+
+    // Shape the delays: unhandled events 500s old, a due event scripted already consumed
+    // (not its delay), a due one it has not (50s) and one in flight (70s).
+    db_.exec("UPDATE event_publication SET occurred_at = now() - interval '500 seconds' WHERE event_type = 'Unwanted'");
+    const std::string consumed = publish_many(db_.url(), "TestRequested", "{}", 1)[0];
+    db_.exec("UPDATE event_publication SET occurred_at = now() - interval '900 seconds' WHERE event_id = '" + consumed + "'");
+    db_.exec("INSERT INTO event_consumption (event_id, handler_name) VALUES ('" + consumed + "', 'scripted')");
+    const std::string due = publish_many(db_.url(), "TestRequested", "{}", 1)[0];
+    db_.exec("UPDATE event_publication SET occurred_at = now() - interval '50 seconds' WHERE event_id = '" + due + "'");
+    const std::string running = publish_many(db_.url(), "TestBatch", "{}", 1)[0];
+    db_.exec("UPDATE event_publication SET status = 'PROCESSING', lease_owner = 'elsewhere', lease_token = "
+             "gen_random_uuid(), lease_expires_at = now() + interval '5 minutes', occurred_at = now() - interval "
+             "'70 seconds' WHERE event_id = '" + running + "'");
+
+    host.metrics().plugin_load_failures(1);
+    admin::AdminOptions options;
+    options.listen = {"127.0.0.1", 0};
+    options.database_url = db_.url();
+    options.host_id = "metrics-host";
+    const std::shared_ptr<const dispatch::HandlerSet> handlers(std::shared_ptr<void>{}, &host.handlers());
+    admin::AdminServer server(options, host.metrics(), handlers);
+    server.start();
+    httplib::Client client("127.0.0.1", server.port());
+    const auto res = client.Get("/metrics");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    EXPECT_EQ(res->get_header_value("Content-Type"), metrics::kPrometheusContentType);
+    const auto m = parse_exposition(res->body);
+    auto at = [&](const std::string& key) {
+        const auto found = m.find(key);
+        EXPECT_NE(found, m.end()) << key << " missing in\n" << res->body;
+        return found == m.end() ? -1.0 : found->second;
+    };
+
+    EXPECT_EQ(at(R"(outbox_host_info{host_id="metrics-host",version=")" OUTBOXD_VERSION R"("})"), 1);
+    EXPECT_EQ(at("outbox_database_up"), 1);
+    for (const char* status : {"PENDING", "RETRY_WAIT", "PROCESSING", "REVIEW_REQUIRED"}) {
+        EXPECT_EQ(at(std::string(R"(outbox_publications_backlog{status=")") + status + "\"}"), in_status(status))
+            << status;
+    }
+    EXPECT_EQ(in_status("PENDING"), 6);
+    EXPECT_EQ(m.count(R"(outbox_publications_backlog{status="COMPLETED"})"), 0u) << "completed work is not backlog";
+
+    const double overall = at("outbox_publications_oldest_delay_seconds");
+    EXPECT_GE(overall, 900);
+    EXPECT_LT(overall, 960);
+    const double scripted = at(R"(outbox_publications_oldest_delay_seconds{handler="scripted"})");
+    EXPECT_GE(scripted, 70) << "the in-flight TestBatch event, not the one scripted already consumed";
+    EXPECT_LT(scripted, 130);
+
+    EXPECT_EQ(at(R"(outbox_publications_processed_total{result="completed"})"), 20);
+    EXPECT_EQ(at(R"(outbox_publications_processed_total{result="retry"})"), 2);
+    EXPECT_EQ(at(R"(outbox_publications_processed_total{result="review_required"})"), 3);
+    EXPECT_EQ(at(R"(outbox_handler_calls_total{handler="scripted",result="success"})"), 20);
+    EXPECT_EQ(at(R"(outbox_handler_calls_total{handler="scripted",result="retry"})"), 2);
+    EXPECT_EQ(at(R"(outbox_handler_calls_total{handler="scripted",result="review_required"})"), 3);
+    EXPECT_EQ(at(R"(outbox_handler_duration_seconds_count{handler="scripted"})"), 25);
+    EXPECT_EQ(at(R"(outbox_handler_duration_seconds_bucket{handler="scripted",le="+Inf"})"), 25);
+    double previous = 0;
+    for (const double bound : metrics::kDurationBuckets) {
+        std::ostringstream key;
+        key << R"(outbox_handler_duration_seconds_bucket{handler="scripted",le=")" << bound << "\"}";
+        const double value = at(key.str());
+        EXPECT_GE(value, previous) << "buckets are cumulative";
+        previous = value;
+    }
+    EXPECT_GT(at(R"(outbox_handler_duration_seconds_sum{handler="scripted"})"), 0);
+    EXPECT_EQ(at("outbox_events_claimed_total"), 25);
+    EXPECT_EQ(at("outbox_leases_lost_total"), 0);
+    EXPECT_EQ(at("outbox_events_rescued_total"), 0);
+    EXPECT_EQ(at("outbox_plugin_load_failures_total"), 1);
+    server.stop();
+}
+
+TEST(PrometheusText, BucketsAreCumulativeAndLabelsEscaped) {
+    metrics::Metrics m;
+    m.handler_call("a\"b\\c\nd", "success", std::chrono::milliseconds{3});
+    m.handler_call("a\"b\\c\nd", "retry", std::chrono::seconds{20});
+    const std::string text = metrics::render_prometheus(m, std::nullopt, {"h", "1.0.0"});
+    const std::string label = R"(handler="a\"b\\c\nd")";
+    EXPECT_NE(text.find("outbox_handler_duration_seconds_bucket{" + label + R"(,le="0.0025"} 0)"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("outbox_handler_duration_seconds_bucket{" + label + R"(,le="0.005"} 1)"), std::string::npos);
+    EXPECT_NE(text.find("outbox_handler_duration_seconds_bucket{" + label + R"(,le="10"} 1)"), std::string::npos);
+    EXPECT_NE(text.find("outbox_handler_duration_seconds_bucket{" + label + R"(,le="+Inf"} 2)"), std::string::npos);
+    EXPECT_NE(text.find("outbox_handler_duration_seconds_sum{" + label + "} 20.003"), std::string::npos) << text;
+    EXPECT_NE(text.find("outbox_database_up 0\n"), std::string::npos);
+    EXPECT_EQ(text.find("outbox_publications_backlog{"), std::string::npos);
+    EXPECT_NE(text.find(R"(outbox_publications_processed_total{result="completed"} 0)"), std::string::npos)
+        << "outcome counters exist from the start, so rate() works at once";
+    parse_exposition(text);
+}
+
+}  // namespace
+}  // namespace outbox::test
