@@ -1,5 +1,6 @@
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <pthread.h>
@@ -77,6 +78,18 @@ int run_command(const config::Config& config, bool migrate_first) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+    const std::string host_id = host_identity(config.outbox.host_id);
+    // Read before anything else starts: an unreadable JWT key file is a configuration error.
+    std::optional<admin::AdminOptions> admin_options;
+    if (config.admin.listen != "off") {
+        try {
+            admin_options = admin::AdminOptions::from(config, host_id);
+        } catch (const config::ConfigError& e) {
+            std::cerr << "outboxd: config error: " << e.what() << "\n";
+            return 2;
+        }
+    }
+
     try {
         if (!schema_ready(config, migrate_first)) return 1;
     } catch (const db::MigrationError& e) {
@@ -93,19 +106,14 @@ int run_command(const config::Config& config, bool migrate_first) {
     PrivateDir private_dir;
     plugin::PluginLoader loader(private_dir.path());
     auto handlers = load_handlers(config, loader, metrics);
-    const std::string host_id = host_identity(config.outbox.host_id);
 
     // The listener starts before any claim, so a host that cannot bind exits having done
     // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
     std::unique_ptr<admin::AdminServer> admin_server;
-    if (config.admin.listen != "off") {
+    if (admin_options) {
         try {
-            admin_server = std::make_unique<admin::AdminServer>(admin::AdminOptions::from(config, host_id), metrics,
-                                                                handlers);
+            admin_server = std::make_unique<admin::AdminServer>(*admin_options, metrics, handlers);
             admin_server->start();
-        } catch (const config::ConfigError& e) {
-            std::cerr << "outboxd: config error: " << e.what() << "\n";
-            return 2;
         } catch (const admin::AdminStartError& e) {
             log::error(e.what());
             return 1;

@@ -1,0 +1,215 @@
+// The operations surface of the real binary: the admin listener's start-up, a host with
+// processing disabled that still serves, and `outboxd retry`.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <httplib.h>
+#include <jwt.h>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "support/child_process.hpp"
+#include "support/pg_fixture.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kSecret = "e2e-admin-secret-0123456789";
+
+/// A listening socket on 127.0.0.1 holding an ephemeral port.
+class HeldPort {
+public:
+    HeldPort() {
+        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd_, 1) != 0) {
+            throw std::runtime_error("cannot hold a port");
+        }
+        socklen_t length = sizeof address;
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+        port_ = ntohs(address.sin_port);
+    }
+    ~HeldPort() { ::close(fd_); }
+    HeldPort(const HeldPort&) = delete;
+    HeldPort& operator=(const HeldPort&) = delete;
+    [[nodiscard]] int port() const { return port_; }
+
+private:
+    int fd_ = -1;
+    int port_ = 0;
+};
+
+int free_port() {
+    const HeldPort held;
+    return held.port();
+}
+
+std::string admin_token(const std::string& company) {
+    jwt_t* jwt = nullptr;
+    jwt_new(&jwt);
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    const json claims{{"sub", "e2e-operator"}, {"role", "ADMIN"}, {"company_id", company}, {"exp", now + 300}};
+    jwt_add_grants_json(jwt, claims.dump().c_str());
+    jwt_set_alg(jwt, JWT_ALG_HS256, reinterpret_cast<const unsigned char*>(kSecret),
+                static_cast<int>(std::strlen(kSecret)));
+    char* text = jwt_encode_str(jwt);
+    std::string token = text == nullptr ? "" : text;
+    std::free(text);
+    jwt_free(jwt);
+    return token;
+}
+
+class AdminE2e : public ::testing::Test {
+protected:
+    void SetUp() override {
+        create_scripted_effect_table(db_.url());
+        plugin_dir_ = dir_.path() / "plugins";
+        fs::create_directory(plugin_dir_);
+        fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir_ / "libscripted.so");
+    }
+    std::map<std::string, std::string> env(int port) const {
+        return {{"OUTBOX_DATABASE_URL", db_.url()},
+                {"OUTBOX_PLUGIN_DIR", plugin_dir_.string()},
+                {"OUTBOX_POLL_INTERVAL", "100ms"},
+                {"OUTBOX_ADMIN_LISTEN", "127.0.0.1:" + std::to_string(port)},
+                {"OUTBOX_ADMIN_JWT_SECRET", kSecret},
+                {"OUTBOX_SHUTDOWN_TIMEOUT", "5s"}};
+    }
+    std::string log(const std::string& name) const { return read_file((dir_.path() / name).string()); }
+    long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
+
+    TestDatabase db_;
+    TempDir dir_;
+    fs::path plugin_dir_;
+};
+
+TEST_F(AdminE2e, ABusyAdminAddressIsAStartUpErrorAndNothingIsClaimed) {
+    publish_many(db_.url(), "TestRequested", "{}", 3);
+    const HeldPort busy;
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, env(busy.port()), 30s);
+    EXPECT_EQ(code, 1) << output;
+    EXPECT_NE(output.find("cannot listen on 127.0.0.1:" + std::to_string(busy.port())), std::string::npos) << output;
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE attempt_count > 0"), 0) << "it exits before claiming";
+}
+
+TEST_F(AdminE2e, AnUnreadablePublicKeyFileIsAConfigError) {
+    auto environment = env(free_port());
+    environment["OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE"] = (dir_.path() / "missing.pem").string();
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, environment, 30s);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("admin.jwt_public_key_file"), std::string::npos) << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << "one line, before anything starts: " << output;
+}
+
+TEST_F(AdminE2e, WithProcessingDisabledTheHostClaimsNothingButServesMetricsAndTheApi) {
+    const auto ids = publish_many(db_.url(), "TestRequested", "{}", 3);
+    const int port = free_port();
+    auto environment = env(port);
+    environment["OUTBOX_ENABLED"] = "false";
+    ChildProcess host({OUTBOXD_BINARY, "run"}, environment, (dir_.path() / "disabled.log").string());
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(1s);
+    ASSERT_TRUE(wait_until([&] { return static_cast<bool>(client.Get("/healthz")); }, 20s)) << log("disabled.log");
+
+    const auto ready = client.Get("/readyz");
+    ASSERT_TRUE(ready);
+    EXPECT_EQ(ready->status, 200) << ready->body;
+    const auto metrics = client.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, 200);
+    EXPECT_NE(metrics->body.find("outbox_publications_backlog{status=\"PENDING\"} 3\n"), std::string::npos)
+        << metrics->body;
+    const auto list = client.Get("/api/v1/admin/outbox-events?status=PENDING",
+                                 {{"Authorization", "Bearer " + admin_token("acme")}});
+    ASSERT_TRUE(list);
+    EXPECT_EQ(list->status, 200) << list->body;
+    EXPECT_EQ(json::parse(list->body)["events"].size(), 3u);
+
+    std::this_thread::sleep_for(1s);  // several poll intervals
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'PENDING' AND attempt_count = 0"), 3);
+    host.signal(SIGTERM);
+    EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("disabled.log");
+}
+
+TEST_F(AdminE2e, RetryCommandFollowsTheApiRules) {
+    pqxx::connection conn(db_.url());
+    std::string id;
+    {
+        pqxx::work tx(conn);
+        id = tx.exec1("SELECT outbox_publish('acme', 'TestRequested', '{}'::jsonb)::text")[0].as<std::string>();
+        tx.exec_params0("UPDATE event_publication SET status = 'REVIEW_REQUIRED', attempt_count = 8, version = 7, "
+                        "last_error_code = 'HTTP_503' WHERE event_id = $1::uuid",
+                        id);
+        tx.commit();
+    }
+    const auto environment = env(free_port());
+    auto retry = [&](const std::string& version, const std::string& reason, const std::string& key) {
+        return run_command({OUTBOXD_BINARY, "retry", id, "--expected-version", version, "--reason", reason,
+                            "--idempotency-key", key},
+                           environment, 30s);
+    };
+    const std::string reason = "remote API fixed, see INC-1234";
+
+    const auto stale = retry("6", reason, "cli-1");
+    EXPECT_EQ(stale.first, 1) << stale.second;
+    EXPECT_NE(stale.second.find("VERSION_CONFLICT"), std::string::npos) << stale.second;
+    EXPECT_NE(stale.second.find("version 7"), std::string::npos) << stale.second;
+    const auto terse = retry("7", "too short", "cli-1");
+    EXPECT_EQ(terse.first, 1) << terse.second;
+    EXPECT_NE(terse.second.find("INVALID_REASON"), std::string::npos) << terse.second;
+
+    const auto done = retry("7", reason, "cli-1");
+    EXPECT_EQ(done.first, 0) << done.second;
+    EXPECT_NE(done.second.find("re-driven"), std::string::npos) << done.second;
+    EXPECT_EQ(db_.scalar("SELECT status || '/' || attempt_count || '/' || version FROM event_publication"),
+              "PENDING/0/8");
+    const passwd* user = ::getpwuid(::geteuid());
+    ASSERT_NE(user, nullptr);
+    EXPECT_EQ(db_.scalar("SELECT actor FROM outbox_manual_retry"), std::string("cli:") + user->pw_name);
+    EXPECT_EQ(db_.scalar("SELECT detail->>'channel' FROM audit_event"), "cli");
+
+    const auto replay = retry("7", reason, "cli-1");
+    EXPECT_EQ(replay.first, 0) << replay.second;
+    EXPECT_NE(replay.second.find("nothing done now"), std::string::npos) << replay.second;
+    const auto reused = retry("8", reason, "cli-1");
+    EXPECT_EQ(reused.first, 1) << reused.second;
+    EXPECT_NE(reused.second.find("IDEMPOTENCY_KEY_REUSED"), std::string::npos) << reused.second;
+    const auto again = retry("8", reason, "cli-2");
+    EXPECT_EQ(again.first, 1) << again.second;
+    EXPECT_NE(again.second.find("NOT_IN_REVIEW"), std::string::npos) << again.second;
+    EXPECT_EQ(count("SELECT count(*) FROM outbox_manual_retry"), 1);
+
+    const auto unknown = run_command({OUTBOXD_BINARY, "retry", "0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10",
+                                      "--expected-version", "1", "--reason", reason, "--idempotency-key", "k"},
+                                     environment, 30s);
+    EXPECT_EQ(unknown.first, 1) << unknown.second;
+    EXPECT_NE(unknown.second.find("EVENT_NOT_FOUND"), std::string::npos) << unknown.second;
+    for (const auto& output : {stale.second, terse.second, reused.second, unknown.second}) {
+        EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << "one line: " << output;
+    }
+}
+
+}  // namespace
+}  // namespace outbox::test
