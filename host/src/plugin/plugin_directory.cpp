@@ -1,0 +1,134 @@
+#include "plugin/plugin_directory.hpp"
+
+#include <algorithm>
+#include <set>
+#include <system_error>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace outbox::plugin {
+namespace fs = std::filesystem;
+
+std::optional<std::string> trust_problem(const fs::path& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return path.string() + " cannot be read";
+    if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+        return path.string() + " is owned by uid " + std::to_string(st.st_uid) +
+               ", neither root nor the user outboxd runs as; a plugin runs with the host's database credentials";
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        return path.string() + " is writable by " + ((st.st_mode & S_IWOTH) != 0 ? "others" : "its group") +
+               "; make it writable by its owner only (chmod go-w)";
+    }
+    return std::nullopt;
+}
+
+PluginDirectory::PluginDirectory(fs::path dir, fs::path private_dir, HandlerConfigs configs)
+    : dir_(std::move(dir)), configs_(std::move(configs)), loader_(std::move(private_dir)) {}
+
+DirectoryChange PluginDirectory::rescan() {
+    DirectoryChange change;
+    if (auto problem = trust_problem(dir_)) {
+        // Report a directory problem once, not on every rescan.
+        if (problem != last_directory_problem_) change.rejected.push_back({dir_, *problem});
+        last_directory_problem_ = problem;
+        return change;
+    }
+    last_directory_problem_.reset();
+
+    std::map<fs::path, Version> present;
+    std::error_code ec;
+    for (const auto& item : fs::directory_iterator(dir_, ec)) {
+        if (item.path().extension() != ".so") continue;
+        struct stat st {};
+        if (::stat(item.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        present[item.path().filename()] =
+            Version{st.st_ino, static_cast<std::uintmax_t>(st.st_size),
+                    static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec};
+    }
+
+    // Files that are gone: their handlers stop being routed to.
+    for (auto it = files_.begin(); it != files_.end();) {
+        if (present.contains(it->first)) {
+            ++it;
+            continue;
+        }
+        if (it->second.plugin) {
+            change.removed.push_back(it->second.plugin->handler_name);
+            retired_.push_back(std::move(*it->second.plugin));
+        }
+        it = files_.erase(it);
+    }
+
+    if (!change.removed.empty()) {
+        // A file refused as a duplicate may be the only provider now: look at it again.
+        for (auto& [name, entry] : files_) {
+            if (!entry.plugin) entry.version = Version{};
+        }
+    }
+
+    for (const auto& [name, version] : present) {
+        const auto known = files_.find(name);
+        if (known != files_.end() && known->second.version == version) continue;
+        const fs::path file = dir_ / name;
+        Entry next{version, std::nullopt};
+        if (auto problem = trust_problem(file)) {
+            change.rejected.push_back({file, *problem});
+        } else {
+            LoadResult result = loader_.load_file(file, configs_);
+            if (auto* rejected = std::get_if<RejectedPlugin>(&result)) {
+                change.rejected.push_back(std::move(*rejected));
+            } else {
+                auto& loaded = std::get<LoadedPlugin>(result);
+                const auto owner = std::find_if(files_.begin(), files_.end(), [&](const auto& other) {
+                    return other.first != name && other.second.plugin && other.second.plugin->handler_name == loaded.handler_name;
+                });
+                if (owner != files_.end()) {
+                    change.rejected.push_back(
+                        {file, name.string() + ": duplicate handler_name '" + loaded.handler_name +
+                                   "', already provided by " + (dir_ / owner->first).string() +
+                                   "; remove one of the two files"});
+                    retired_.push_back(std::move(loaded));  // constructed once; never unloaded
+                } else {
+                    next.plugin = std::move(loaded);
+                }
+            }
+        }
+        if (known == files_.end()) {
+            if (next.plugin) change.added.push_back(*next.plugin);
+            files_.emplace(name, std::move(next));
+            continue;
+        }
+        Entry& entry = known->second;
+        if (!next.plugin) {
+            // A bad new version: the running one keeps serving; remember the bad version
+            // so it is reported once, not on every rescan.
+            entry.version = version;
+            continue;
+        }
+        if (entry.plugin) {
+            if (entry.plugin->handler_name == next.plugin->handler_name) {
+                change.replaced.push_back(*next.plugin);
+            } else {
+                change.removed.push_back(entry.plugin->handler_name);
+                change.added.push_back(*next.plugin);
+            }
+            retired_.push_back(std::move(*entry.plugin));
+        } else {
+            change.added.push_back(*next.plugin);
+        }
+        entry = std::move(next);
+    }
+    return change;
+}
+
+std::vector<LoadedPlugin> PluginDirectory::current() const {
+    std::vector<LoadedPlugin> plugins;
+    for (const auto& [name, entry] : files_) {
+        if (entry.plugin) plugins.push_back(*entry.plugin);
+    }
+    return plugins;
+}
+
+}  // namespace outbox::plugin
