@@ -1,0 +1,58 @@
+// pg-boss driver for bench/run.sh: `workers` work() loops with a no-op batch handler.
+//   node pgboss.mjs throughput --url URL --n N --workers W --batch-size B --poll S [--postmaster P]
+//   node pgboss.mjs latency --url URL --rate R --seconds S --skip K --workers W --batch-size B --poll S
+// Prints one result line.
+import PgBoss from 'pg-boss';
+import { measureLatency, measureThroughput, nowMs, parseArgs, peakRssKiB } from './measure.mjs';
+
+const args = parseArgs(process.argv.slice(2));
+const mode = args._[0];
+const queue = mode === 'latency' ? 'bench_latency' : 'bench_noop';
+const workers = Number(args.workers ?? 1);
+const work = { batchSize: Number(args['batch-size'] ?? 1), pollingIntervalSeconds: Number(args.poll ?? 2) };
+
+const boss = new PgBoss({ connectionString: args.url });
+boss.on('error', (error) => console.error(`pg-boss error: ${error.message}`));
+await boss.start();
+await boss.createQueue(queue);
+
+let handled = 0;
+const starts = new Map();
+for (let i = 0; i < workers; i++) {
+  await boss.work(queue, work, async (jobs) => {
+    const started = nowMs();
+    if (mode === 'latency') for (const job of jobs) starts.set(job.data.seq, started);
+    handled += jobs.length;
+  });
+}
+
+if (mode === 'throughput') {
+  const n = Number(args.n);
+  const line = await measureThroughput({
+    n,
+    postmaster: Number(args.postmaster ?? 0),
+    // insert() adds every job in one statement.
+    load: () => boss.insert(Array.from({ length: n }, (_, i) => ({ name: queue, data: { n: i } }))),
+    handled: () => handled,
+    // Completed jobs stay in the queue's table (state 'completed') until archived.
+    drained: async () => (await boss.getDb().executeSql(
+      `SELECT NOT EXISTS (SELECT 1 FROM pgboss.job WHERE name = $1 AND state < 'completed') AS done`, [queue]))
+      .rows[0].done,
+  });
+  console.log(line);
+} else if (mode === 'latency') {
+  const line = await measureLatency({
+    rate: Number(args.rate),
+    seconds: Number(args.seconds),
+    skip: Number(args.skip ?? 0),
+    // One autocommit INSERT per job.
+    publish: (seq, published) => boss.send(queue, { seq, t: published }),
+    starts,
+  });
+  console.log(`${line} rss_kib=${peakRssKiB()}`);
+} else {
+  throw new Error(`unknown mode ${mode}`);
+}
+
+await boss.stop({ graceful: false, wait: false });
+process.exit(0);

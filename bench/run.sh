@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# outboxd benchmark: events/s, publish → handler-start latency and peak RSS of outboxd,
+# graphile-worker, pg-boss and the raw SQL claim+complete ceiling (pgbench), all on one
+# throwaway PostgreSQL 15 cluster with default settings, in one run; prints one table.
+#
+#   bench/run.sh [--quick] [--n N] [--runs R] [--latency-seconds S] [--growth] [--hosts]
+#                [--no-peers] [--only SECTIONS]
+#
+#   --quick            N = 2,000, one run, 3 s of latency: checks that everything still works
+#   --n N              events per throughput run (default 100,000)
+#   --runs R           runs per figure; the table shows the median and min–max (default 3)
+#   --latency-seconds  how long each latency run publishes 50 events/s (default 20)
+#   --growth           also: the table pre-filled with 1,000,000 COMPLETED (with their
+#                      consumption rows) and 100,000 REVIEW_REQUIRED rows, and the claim
+#                      query's plan on the empty and the pre-filled table
+#   --hosts            also: 1, 2 and 4 outboxd hosts on one database
+#   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
+#   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts
+#
+# Builds outboxd, the bench plugins and the outbox_bench helper in Release mode into
+# OUTBOX_BENCH_BUILD_DIR (default build-bench/). The peers are installed from the npm
+# registry into a temporary folder (versions pinned in bench/peers/package.json). The
+# table, the raw records and every process log are left in <build dir>/bench-results/.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${OUTBOX_BENCH_BUILD_DIR:-$root/build-bench}
+
+n=100000
+runs=3
+latency_seconds=20
+latency_rate=50
+sections=outboxd,latency,pgbench,peers
+quick=0
+while (($#)); do
+  case "$1" in
+    --quick) quick=1; n=2000; runs=1; latency_seconds=3 ;;
+    --n) n=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --latency-seconds) latency_seconds=$2; shift ;;
+    --growth) sections+=,growth ;;
+    --hosts) sections+=,hosts ;;
+    --no-peers) sections=${sections//peers/} ;;
+    --only) sections=$2; shift ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ "$n" =~ ^[0-9]+$ && "$runs" =~ ^[0-9]+$ && "$latency_seconds" =~ ^[0-9]+$ ]] ||
+  { echo "run.sh: --n, --runs and --latency-seconds take whole numbers" >&2; exit 2; }
+want() { [[ ",$sections," == *",$1,"* ]]; }
+
+# outboxd settings: its defaults, and the setting tuned for one busy host (mirrors the
+# peers' best: 64 in flight, claims of up to 1,000).
+tuned_env=(OUTBOX_CONCURRENCY=64 OUTBOX_BATCH_SIZE=1000)
+tuned_text="concurrency 64, batch 1000"
+# The peers' settings from issue 5.
+graphile_default_args=(--concurrency 10)
+graphile_best_args=(--concurrency 64 --local-queue 1000 --complete-batch-delay 0)
+pgboss_best_args=(--workers 10 --batch-size 1000 --poll 0.5)
+
+log() { echo "bench: $*" >&2; }
+
+if want peers && ! command -v npm >/dev/null; then
+  echo "run.sh: the peers need node and npm; install them or pass --no-peers" >&2
+  exit 2
+fi
+
+"$root/scripts/install-deps.sh"
+log "building into $build_dir"
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_BENCH=ON -DOUTBOX_BUILD_TESTS=OFF \
+  -DOUTBOX_BUILD_PLUGINS=OFF >/dev/null
+cmake --build "$build_dir" --target outbox_bench -j"$(nproc)" >/dev/null
+outboxd=$build_dir/host/outboxd
+tool=$build_dir/bench/outbox_bench
+plugins=$build_dir/bench/plugins
+
+results_dir=$build_dir/bench-results
+rm -rf "$results_dir"
+mkdir -p "$results_dir/logs"
+results=$results_dir/results.tsv
+: >"$results"
+
+# Under /tmp: the postgres user must reach the cluster directory.
+pg_dir=$(mktemp -d /tmp/outbox-bench-pg.XXXXXX)
+work=$(mktemp -d /tmp/outbox-bench.XXXXXX)
+host_pids=()
+cleanup() {
+  local pid
+  for pid in "${host_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  "$root/scripts/pg.sh" stop "$pg_dir" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$("$root/scripts/pg.sh" free-port)
+server=$("$root/scripts/pg.sh" start "$pg_dir" "$port")
+base=${server%/postgres}
+postmaster=$(head -n 1 "$pg_dir/data/postmaster.pid")
+pg_version=$(psql -X -At -d "$server" -c "SHOW server_version")
+log "PostgreSQL $pg_version at $base (default settings)"
+
+sql() { PGOPTIONS='-c client_min_messages=warning' psql -X -q -At -v ON_ERROR_STOP=1 -d "$base/$1" -c "$2"; }
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"; }
+fresh_db() {  # name [template]; FILE_COPY checkpoints first, so every run starts from clean buffers
+  sql postgres "DROP DATABASE IF EXISTS $1" >/dev/null
+  if [[ -n "${2:-}" ]]; then
+    sql postgres "CREATE DATABASE $1 TEMPLATE $2 STRATEGY FILE_COPY"
+  else
+    sql postgres "CREATE DATABASE $1"
+  fi
+}
+load_events() {  # db type count: N due events without a NOTIFY, for runs that start after the load
+  sql "$1" "INSERT INTO event_publication (company_id, event_type, payload)
+            SELECT 'bench', '$2', jsonb_build_object('n', i) FROM generate_series(1, $3) AS i" >/dev/null
+}
+
+fresh_db bench_template
+OUTBOX_DATABASE_URL=$base/bench_template "$outboxd" migrate >"$results_dir/logs/migrate.log" 2>&1
+sql bench_template "CREATE TABLE bench_effect (event_id uuid PRIMARY KEY, written_at timestamptz NOT NULL DEFAULT now())"
+
+# What one client gets from the disk: every commit waits for a WAL flush (fsync is on), so
+# this bounds the figures where each event costs a commit of its own.
+sql bench_template "CREATE TABLE commit_probe (id bigint)"
+printf 'INSERT INTO commit_probe VALUES (1);\n' >"$work/commit_probe.sql"
+commits_per_s=$(pgbench -n -c 1 -T 3 -f "$work/commit_probe.sql" "$base/bench_template" 2>/dev/null |
+  sed -n 's/^tps = \([0-9]*\).*/\1/p')
+sql bench_template "DROP TABLE commit_probe"
+revision=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n "$(git -C "$root" status --porcelain -- host sdk migrations 2>/dev/null)" ]]; then
+  revision+=" with uncommitted changes to host/, sdk/ or migrations/"
+fi
+record meta title "N = $n events per throughput run, PostgreSQL $pg_version (defaults, fsync on), $(nproc) cores, outboxd at $revision" ""
+record meta machine "Machine: one client commits ${commits_per_s:-?} single-row transactions/s (WAL flush bound); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" ""
+
+# ---- outboxd ------------------------------------------------------------------------
+
+# start_hosts LABEL DB KIND COUNT [--config FILE] -- [ENV=VALUE...]
+start_hosts() {
+  local label=$1 db=$2 kind=$3 count=$4 i logfile config=()
+  shift 4
+  if [[ "${1:-}" == --config ]]; then config=(--config "$2"); shift 2; fi
+  [[ "${1:-}" == -- ]] && shift
+  host_pids=()
+  for ((i = 1; i <= count; i++)); do
+    logfile=$results_dir/logs/$label-host$i.log
+    env OUTBOX_DATABASE_URL="$base/$db" OUTBOX_PLUGIN_DIR="$plugins/$kind" OUTBOX_ADMIN_LISTEN=off \
+      OUTBOX_HOST_ID="bench-$i" "$@" "$outboxd" run "${config[@]}" >>"$logfile" 2>&1 &
+    host_pids+=($!)
+  done
+  for ((i = 1; i <= count; i++)); do
+    logfile=$results_dir/logs/$label-host$i.log
+    for _ in $(seq 1 300); do
+      grep -q " started as " "$logfile" 2>/dev/null && break
+      kill -0 "${host_pids[i - 1]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    grep -q " started as " "$logfile" || { echo "run.sh: outboxd did not start; its log:" >&2; cat "$logfile" >&2; exit 1; }
+  done
+}
+
+stop_hosts() {
+  local pid
+  for pid in "${host_pids[@]}"; do kill -TERM "$pid"; done
+  for pid in "${host_pids[@]}"; do wait "$pid" || log "outboxd $pid exited with status $?"; done
+  host_pids=()
+}
+
+# Warnings and errors the hosts logged, for the notes under the table.
+count_log_problems() {
+  local label=$1 problems
+  problems=$(cat "$results_dir/logs/$label"-host*.log | grep -cE '^[^ ]+ (warn|error) ' || true)
+  if ((problems > 0)); then
+    record note "$label" "$label: outboxd logged $problems warning/error line(s); see bench-results/logs/$label-host*.log" ""
+  fi
+}
+
+# outboxd_throughput KEY DESCRIPTION KIND TYPE HOSTS TEMPLATE [ENV=VALUE...]
+outboxd_throughput() {
+  local key=$1 description=$2 kind=$3 type=$4 hosts=$5 template=$6 run line pid_args=() pid
+  shift 6
+  for ((run = 1; run <= runs; run++)); do
+    fresh_db bench_run "$template"
+    start_hosts "$key" bench_run "$kind" "$hosts" -- "$@"
+    pid_args=()
+    for pid in "${host_pids[@]}"; do pid_args+=(--pid "$pid"); done
+    line=$("$tool" drain --url "$base/bench_run" --type "$type" --n "$n" --postmaster "$postmaster" "${pid_args[@]}")
+    stop_hosts
+    record tp "$key" "$description" "$line"
+    log "$description, run $run/$runs: $line"
+  done
+  count_log_problems "$key"
+}
+
+# outboxd_latency KEY DESCRIPTION [ENV=VALUE...]
+outboxd_latency() {
+  local key=$1 description=$2 run starts commits config line rss
+  shift 2
+  for ((run = 1; run <= runs; run++)); do
+    fresh_db bench_run bench_template
+    starts=$work/$key-$run.starts
+    commits=$work/$key-$run.commits
+    config=$work/$key.yaml
+    printf 'handlers:\n  bench-latency:\n    config: { output: "%s" }\n' "$starts" >"$config"
+    start_hosts "$key" bench_run latency 1 --config "$config" -- "$@"
+    "$tool" publish --url "$base/bench_run" --type BenchLatency --rate "$latency_rate" --seconds "$latency_seconds" \
+      --commits "$commits" >/dev/null
+    sleep 1
+    rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/${host_pids[0]}/status")
+    stop_hosts
+    # The first second is the warm-up.
+    line="$("$tool" stats --starts "$starts" --commits "$commits" --skip "$latency_rate") rss_kib=$rss"
+    record lat "$key" "$description" "$line"
+    log "$description, run $run/$runs: $line"
+  done
+  count_log_problems "$key"
+}
+
+if want outboxd; then
+  outboxd_throughput outboxd-default "outboxd defaults (concurrency 8, batch 20), no-op" \
+    noop BenchNoop 1 bench_template
+  outboxd_throughput outboxd-tuned "outboxd tuned ($tuned_text), no-op" noop BenchNoop 1 bench_template "${tuned_env[@]}"
+  outboxd_throughput outboxd-write-default "outboxd defaults, handler writes 1 row via ctx.db()" \
+    write BenchWrite 1 bench_template
+  outboxd_throughput outboxd-write-tuned "outboxd tuned + pool_size 64, writes 1 row via ctx.db()" \
+    write BenchWrite 1 bench_template "${tuned_env[@]}" OUTBOX_DB_POOL_SIZE=64
+fi
+if want latency; then
+  outboxd_latency outboxd-default "outboxd defaults, $latency_rate events/s offered"
+fi
+
+# ---- pgbench: the raw claim+complete ceiling -------------------------------------------
+
+# pgbench_ceiling KEY DESCRIPTION BATCH CLIENTS
+pgbench_ceiling() {
+  local key=$1 description=$2 batch=$3 clients=$4 run per_client out tps done_count line
+  per_client=$((n / batch / clients))
+  ((per_client > 0)) || { log "skipping $key: N too small"; return 0; }
+  for ((run = 1; run <= runs; run++)); do
+    fresh_db bench_run bench_template
+    load_events bench_run BenchNoop "$n"
+    out=$("$tool" cpu --postmaster "$postmaster" -- pgbench -n -M prepared -c "$clients" -j "$clients" \
+      -t "$per_client" -D batch="$batch" -f "$root/bench/sql/claim_complete.sql" "$base/bench_run" 2>&1) ||
+      { echo "$out" >&2; exit 1; }
+    echo "$out" >>"$results_dir/logs/$key.log"
+    tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
+    done_count=$(sql bench_run "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'")
+    if ((done_count != per_client * clients * batch)); then
+      echo "run.sh: $key completed $done_count events, expected $((per_client * clients * batch))" >&2
+      exit 1
+    fi
+    line=$(awk -v tps="$tps" -v batch="$batch" -v done="$done_count" '
+      /^cpu_cmd_s=/ { split($1, c, "="); split($2, p, "=");
+        printf "n=%d eps=%.0f cpu_host_s=%s cpu_pg_s=%s rss_kib=0", done, tps * batch, c[2], p[2] }' <<<"$out")
+    record tp "$key" "$description" "$line"
+    log "$description, run $run/$runs: $line"
+  done
+}
+
+if want pgbench; then
+  pgbench_ceiling pgbench-claim100-c2 "raw SQL (pgbench) claim 100 + complete, 2 clients" 100 2
+  pgbench_ceiling pgbench-claim100-c4 "raw SQL (pgbench) claim 100 + complete, 4 clients" 100 4
+  pgbench_ceiling pgbench-claim1-c2 "raw SQL (pgbench) claim 1 + complete, 2 clients" 1 2
+fi
+
+# ---- peers --------------------------------------------------------------------------
+
+if want peers; then
+  log "installing graphile-worker and pg-boss from the npm registry into a temporary folder"
+  cp "$root/bench/peers/package.json" "$root/bench/peers/"*.mjs "$work/"
+  (cd "$work" && npm install --no-audit --no-fund --loglevel=error) >"$results_dir/logs/npm-install.log" 2>&1 ||
+    { cat "$results_dir/logs/npm-install.log" >&2; exit 1; }
+  graphile_version=$(node -p "require('$work/node_modules/graphile-worker/package.json').version")
+  pgboss_version=$(node -p "require('$work/node_modules/pg-boss/package.json').version")
+
+  # peer KEY DESCRIPTION DRIVER MODE ARGS... — each run in a new, empty database
+  peer() {
+    local key=$1 description=$2 driver=$3 mode=$4 run line kind=tp
+    shift 4
+    [[ "$mode" == latency ]] && kind=lat
+    for ((run = 1; run <= runs; run++)); do
+      fresh_db bench_peer
+      line=$(cd "$work" && NO_LOG_SUCCESS=1 node "$driver" "$mode" --url "$base/bench_peer" --postmaster "$postmaster" "$@" \
+        2>>"$results_dir/logs/$key.log" | tail -n 1)
+      [[ "$line" == n=* ]] || { echo "run.sh: $key failed; see $results_dir/logs/$key.log" >&2; exit 1; }
+      record "$kind" "$key" "$description" "$line"
+      log "$description, run $run/$runs: $line"
+    done
+  }
+  peer graphile-default "graphile-worker $graphile_version defaults, concurrency 10" graphile.mjs throughput \
+    --n "$n" "${graphile_default_args[@]}"
+  peer graphile-best "graphile-worker $graphile_version best (64, localQueue 1000, delay 0)" \
+    graphile.mjs throughput --n "$n" "${graphile_best_args[@]}"
+  peer pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, poll 0.5 s)" pgboss.mjs throughput \
+    --n "$n" "${pgboss_best_args[@]}"
+  if want latency; then
+    peer graphile-default "graphile-worker $graphile_version defaults, $latency_rate events/s offered" graphile.mjs \
+      latency --rate "$latency_rate" --seconds "$latency_seconds" --skip "$latency_rate" "${graphile_default_args[@]}"
+    peer pgboss-best "pg-boss $pgboss_version best, $latency_rate events/s offered" pgboss.mjs latency \
+      --rate "$latency_rate" --seconds "$latency_seconds" --skip "$latency_rate" "${pgboss_best_args[@]}"
+  fi
+fi
+
+# ---- growth: a table full of old rows ----------------------------------------------------
+
+# The plan of the claim statement exactly as outboxd sends it, logged by auto_explain
+# (EXPLAIN ANALYZE, BUFFERS) while one host drains 20,000 events; of the claims that got
+# events, the middle one is shown.
+claim_plan() {
+  local template=$1 label=$2 offset
+  fresh_db bench_plan "$template"
+  sql postgres "ALTER DATABASE bench_plan SET session_preload_libraries = 'auto_explain'"
+  sql postgres "ALTER DATABASE bench_plan SET auto_explain.log_min_duration = 0"
+  sql postgres "ALTER DATABASE bench_plan SET auto_explain.log_analyze = on"
+  sql postgres "ALTER DATABASE bench_plan SET auto_explain.log_buffers = on"
+  offset=$(wc -l <"$pg_dir/log")
+  start_hosts "plan-$label" bench_plan noop 1 -- "${tuned_env[@]}"
+  "$tool" drain --url "$base/bench_plan" --type BenchNoop --n 20000 >/dev/null
+  stop_hosts
+  tail -n +"$((offset + 1))" "$pg_dir/log" | awk '
+    /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] / { flush(); capture = ($0 ~ /plan:$/); next }
+    capture { entry = entry $0 "\n" }
+    # Keeps claims that got events: the top node of the plan (its first line with a cost) shows rows > 0.
+    function flush(   n, lines, i) {
+      if (entry ~ /SKIP LOCKED/ && entry ~ /RETRY_WAIT/ && entry ~ /claimed/) {
+        n = split(entry, lines, "\n")
+        for (i = 1; i <= n; i++) {
+          if (lines[i] ~ /\(cost=/) {
+            if (lines[i] !~ / rows=0 loops/) plans[++count] = entry
+            break
+          }
+        }
+      }
+      entry = ""
+    }
+    END {
+      flush()
+      if (count == 0) exit 1
+      # Only the plan: from the first node line (every node carries its cost) to the end.
+      split(plans[int((count + 1) / 2)], lines, "\n")
+      for (i = 1; i in lines; i++) {
+        if (!started && lines[i] !~ /\(cost=/) continue
+        started = 1
+        sub(/^\t/, "", lines[i])
+        if (lines[i] != "") print lines[i]
+      }
+    }' >"$results_dir/claim-plan-$label.txt" || log "no claim plan found in the server log for $label"
+}
+
+if want growth; then
+  log "pre-filling a template with 1,000,000 COMPLETED and 100,000 REVIEW_REQUIRED rows"
+  fresh_db bench_growth bench_template
+  sql bench_growth "
+    INSERT INTO event_publication (company_id, event_type, payload, status, attempt_count, next_attempt_at,
+                                   occurred_at, updated_at, completed_at, version)
+    SELECT 'bench', 'BenchNoop', jsonb_build_object('n', i), 'COMPLETED', 1, t, t, t, t, 3
+    FROM generate_series(1, 1000000) AS i, LATERAL (SELECT now() - (i % 86400) * interval '1 second' AS t) AS ts;
+    INSERT INTO event_consumption (event_id, handler_name, consumed_at)
+    SELECT event_id, 'bench-noop', completed_at FROM event_publication;
+    INSERT INTO event_publication (company_id, event_type, payload, status, attempt_count, next_attempt_at,
+                                   last_error_code, occurred_at, updated_at, version)
+    SELECT 'bench', 'BenchNoop', jsonb_build_object('n', i), 'REVIEW_REQUIRED', 8, now(), 'HTTP_422', now(), now(), 17
+    FROM generate_series(1, 100000) AS i;"
+  sql bench_growth "VACUUM ANALYZE"
+  outboxd_throughput growth-empty "growth: outboxd tuned, no-op, empty table" \
+    noop BenchNoop 1 bench_template "${tuned_env[@]}"
+  outboxd_throughput growth-filled "growth: same, table holds 1M COMPLETED + 100k REVIEW" \
+    noop BenchNoop 1 bench_growth "${tuned_env[@]}"
+  claim_plan bench_template empty
+  claim_plan bench_growth growth
+fi
+
+# ---- several hosts on one database -----------------------------------------------------
+
+if want hosts; then
+  for hosts in 1 2 4; do
+    outboxd_throughput "hosts-$hosts" "hosts: $hosts × outboxd tuned, no-op, one database" \
+      noop BenchNoop "$hosts" bench_template "${tuned_env[@]}"
+  done
+fi
+
+record note load "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes the figures noisy)." ""
+"$tool" report "$results" | tee "$results_dir/report.txt"
+for plan in "$results_dir"/claim-plan-*.txt; do
+  [[ -e "$plan" ]] || continue
+  printf '\nClaim query plan (%s):\n' "$(basename "$plan" .txt | sed 's/claim-plan-//')"
+  cat "$plan"
+done | tee -a "$results_dir/report.txt"
+log "table, records and logs: $results_dir"
