@@ -17,7 +17,7 @@ std::shared_ptr<const dispatch::HandlerSet> handler_set_from(const std::vector<p
     entries.reserve(plugins.size());
     for (const auto& plugin : plugins) {
         entries.push_back(dispatch::HandlerEntry{plugin.handler_name, plugin.event_types, plugin.handler,
-                                                 settings(plugin.handler_name), plugin.file});
+                                                 settings(plugin.handler_name), plugin.file, plugin.abi});
     }
     return std::make_shared<const dispatch::HandlerSet>(std::move(entries));
 }

@@ -1,0 +1,126 @@
+#include "fleet/fleet_registry.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "dispatch/db_session.hpp"
+
+namespace outbox::fleet {
+namespace {
+
+constexpr const char* kUpsertSql = R"SQL(
+INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, stopped_at, enabled, handlers)
+VALUES ($1, $2, to_timestamp($3::float8), now(), $4, CASE WHEN $5 THEN now() END, $6, $7::jsonb)
+ON CONFLICT (host_id) DO UPDATE
+SET version = excluded.version, started_at = excluded.started_at, last_heartbeat_at = now(),
+    heartbeat_interval_ms = excluded.heartbeat_interval_ms, stopped_at = excluded.stopped_at,
+    enabled = excluded.enabled, handlers = excluded.handlers
+)SQL";
+
+constexpr const char* kForgetSql = R"SQL(
+DELETE FROM outbox_host WHERE last_heartbeat_at < now() - $1::bigint * interval '1 millisecond'
+)SQL";
+
+constexpr const char* kReadSql = R"SQL(
+SELECT host_id, version, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       to_char(last_heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       extract(epoch FROM now() - last_heartbeat_at)::float8,
+       stopped_at IS NULL AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond',
+       stopped_at IS NOT NULL, enabled, handlers::text
+FROM outbox_host ORDER BY host_id
+)SQL";
+
+std::string handlers_json(const dispatch::HandlerSet& handlers) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& entry : handlers.entries()) {
+        list.push_back({{"handler", entry.name},
+                        {"event_types", entry.event_types},
+                        {"file", entry.file.filename().string()},
+                        {"abi", entry.abi}});
+    }
+    return list.dump();
+}
+
+}  // namespace
+
+FleetView read_fleet(pqxx::connection& conn) {
+    FleetView view;
+    pqxx::nontransaction tx(conn);
+    for (const auto& row : tx.exec(kReadSql)) {
+        HostRecord host;
+        host.host_id = row[0].c_str();
+        host.version = row[1].c_str();
+        host.started_at = row[2].c_str();
+        host.last_heartbeat_at = row[3].c_str();
+        host.seconds_since_heartbeat = row[4].as<double>();
+        host.live = row[5].as<bool>();
+        host.stopped = row[6].as<bool>();
+        host.enabled = row[7].as<bool>();
+        for (const auto& item : nlohmann::json::parse(row[8].c_str())) {
+            host.handlers.push_back(HostHandler{item.value("handler", ""),
+                                                item.value("event_types", std::vector<std::string>{}),
+                                                item.value("file", ""), item.value("abi", "")});
+        }
+        view.hosts.push_back(std::move(host));
+    }
+    std::stable_partition(view.hosts.begin(), view.hosts.end(), [](const HostRecord& h) { return h.live; });
+
+    // For every event type any live, processing host handles: which handler set each
+    // live processing host would run for it (the empty set when it does not claim it).
+    std::set<std::string> types;
+    std::vector<const HostRecord*> processing;
+    for (const auto& host : view.hosts) {
+        if (!host.live || !host.enabled) continue;
+        processing.push_back(&host);
+        for (const auto& handler : host.handlers) types.insert(handler.event_types.begin(), handler.event_types.end());
+    }
+    for (const auto& type : types) {
+        Mismatch mismatch{type, {}};
+        for (const HostRecord* host : processing) {
+            std::set<std::string> names;
+            for (const auto& handler : host->handlers) {
+                if (std::find(handler.event_types.begin(), handler.event_types.end(), type) != handler.event_types.end()) {
+                    names.insert(handler.handler);
+                }
+            }
+            mismatch.handler_sets[names].push_back(host->host_id);
+        }
+        if (mismatch.handler_sets.size() > 1) view.mismatches.push_back(std::move(mismatch));
+    }
+    return view;
+}
+
+void FleetRegistry::write(pqxx::connection& conn, bool stopping) {
+    pqxx::nontransaction tx(conn);
+    const double started =
+        std::chrono::duration<double>(started_at_.time_since_epoch()).count();
+    tx.exec_params(kUpsertSql, options_.host_id, options_.version, started,
+                   static_cast<int>(options_.heartbeat_interval.count()), stopping, options_.enabled,
+                   handlers_json(*handlers_.get()));
+    if (!stopping) tx.exec_params(kForgetSql, static_cast<long long>(options_.forget_after.count()));
+}
+
+void FleetRegistry::refresh() {
+    {
+        std::lock_guard lock(mutex_);
+        refresh_ = true;
+    }
+    refresh_cv_.notify_all();
+}
+
+void FleetRegistry::run(std::stop_token stop) {
+    dispatch::DbSession session(options_.database_url, "fleet registry", outage_);
+    while (!stop.stop_requested()) {
+        session.run([&](pqxx::connection& conn) { write(conn, false); }, stop);
+        std::unique_lock lock(mutex_);
+        refresh_cv_.wait_for(lock, stop, options_.heartbeat_interval, [&] { return refresh_; });
+        refresh_ = false;
+    }
+    // A clean stop says so at once instead of waiting to be counted as gone.
+    std::stop_source never;
+    session.run([&](pqxx::connection& conn) { write(conn, true); }, never.get_token());
+}
+
+}  // namespace outbox::fleet

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <map>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+
+#include "db/outage_log.hpp"
+#include "dispatch/handler_set.hpp"
+
+namespace outbox::fleet {
+
+/// One handler as a host reports it.
+struct HostHandler {
+    std::string handler;
+    std::vector<std::string> event_types;
+    std::string file;
+    std::string abi;
+};
+
+/// One row of outbox_host, as read back.
+struct HostRecord {
+    std::string host_id;
+    std::string version;
+    std::string started_at;
+    std::string last_heartbeat_at;
+    double seconds_since_heartbeat = 0;
+    bool live = false;      // heartbeat within 3 intervals and not stopped
+    bool stopped = false;   // shut down cleanly
+    bool enabled = true;
+    std::vector<HostHandler> handlers;
+};
+
+/// An event type whose handler sets differ between live hosts: handler names -> host ids.
+struct Mismatch {
+    std::string event_type;
+    std::map<std::set<std::string>, std::vector<std::string>> handler_sets;
+};
+
+struct FleetView {
+    std::vector<HostRecord> hosts;  // live first, then gone, each by host_id
+    std::vector<Mismatch> mismatches;
+};
+
+/// Reads the registry. Hosts silent for more than 3 of their heartbeat intervals are gone.
+FleetView read_fleet(pqxx::connection& conn);
+
+/// Keeps this host's row in outbox_host up to date: written at start, on every
+/// heartbeat_interval and whenever the handler set changes; marked stopped on a clean
+/// shutdown. Also deletes rows of hosts gone for longer than `forget_after`.
+class FleetRegistry {
+public:
+    struct Options {
+        std::string database_url;
+        std::string host_id;
+        std::string version;
+        bool enabled = true;
+        std::chrono::milliseconds heartbeat_interval{5000};
+        std::chrono::milliseconds forget_after{std::chrono::hours{24}};
+    };
+
+    FleetRegistry(Options options, db::OutageLog& outage, const dispatch::CurrentHandlers& handlers)
+        : options_(std::move(options)), outage_(outage), handlers_(handlers),
+          started_at_(std::chrono::system_clock::now()) {}
+
+    void run(std::stop_token stop);
+    /// Writes the row now (after a handler change) instead of at the next beat.
+    void refresh();
+
+private:
+    void write(pqxx::connection& conn, bool stopping);
+
+    Options options_;
+    db::OutageLog& outage_;
+    const dispatch::CurrentHandlers& handlers_;
+    std::chrono::system_clock::time_point started_at_;
+    std::mutex mutex_;
+    std::condition_variable_any refresh_cv_;
+    bool refresh_ = false;
+};
+
+}  // namespace outbox::fleet
