@@ -123,6 +123,20 @@ TEST_F(AdminHttp, ReadyzIs200WhenTheDatabaseAnswersAnd503WhenItIsDown) {
     EXPECT_EQ(metrics->body.find("outbox_publications_backlog"), std::string::npos) << metrics->body;
 }
 
+TEST_F(AdminHttp, PooledConnectionsTheServerDroppedAreReplacedTransparently) {
+    const auto token = admin_token();
+    ASSERT_EQ(client().Get("/api/v1/admin/outbox-events", bearer(token))->status, 200);
+    ASSERT_EQ(client().Get("/readyz")->status, 200);
+    // As after a database restart: every idle pooled connection is dead.
+    EXPECT_GE(count("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()"),
+              1);
+    const auto res = client().Get("/api/v1/admin/outbox-events", bearer(token));
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(client().Get("/readyz")->status, 200);
+}
+
 TEST_F(AdminHttp, ReadyzNeedsAHandlerOnlyWhileProcessingIsEnabled) {
     restart([](admin::AdminOptions& o) { o.processing_enabled = true; });
     expect_json_error(client().Get("/readyz"), 503, "NO_HANDLERS");

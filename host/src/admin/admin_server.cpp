@@ -217,8 +217,9 @@ struct AdminServer::Impl {
 
     // ---- database access -------------------------------------------------------------
 
-    /// Runs `work` on a pooled connection; a connection the server closed while idle in the
-    /// pool is replaced and the work retried (safe: nothing was committed on it).
+    /// Runs `work` on a pooled connection. A pooled connection the server closed while it was
+    /// idle is replaced and the work retried (safe: nothing was committed on it); failing to
+    /// open a connection at all is not retried, so an outage answers at once.
     template <class Work>
     std::optional<db::DbFailure> try_database(Work&& work) {
         constexpr int kAttempts = 3;
@@ -231,7 +232,7 @@ struct AdminServer::Impl {
             } catch (...) {
                 if (conn) conn->discard();
                 const db::DbFailure failure = db::classify_db_error(std::current_exception());
-                if (failure.kind == db::DbFailureKind::ConnectionBroken && attempt < kAttempts) continue;
+                if (conn && failure.kind == db::DbFailureKind::ConnectionBroken && attempt < kAttempts) continue;
                 return failure;
             }
         }
@@ -248,8 +249,8 @@ struct AdminServer::Impl {
                 break;
             case db::DbFailureKind::InDoubt:
                 send_error(res, 503, "OUTCOME_UNKNOWN",
-                           "the database connection was lost while committing; repeat the request with the same "
-                           "Idempotency-Key to learn the outcome");
+                           "the database connection was lost while committing; repeat a retry with the same "
+                           "Idempotency-Key to learn its outcome");
                 break;
             case db::DbFailureKind::Conflict: send_error(res, 503, "BUSY", "the database is busy; try again"); break;
             case db::DbFailureKind::Sql:
