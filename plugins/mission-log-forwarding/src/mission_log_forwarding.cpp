@@ -1,0 +1,97 @@
+// mission-log-forwarding: forwards each completed mission to the stats admin server.
+//
+// Event MissionCompleted, payload {"completion_id", "user_id", "mission_id", "solar_term"}.
+// POST <base_url>/api/stats/mission-log with those fields as JSON and
+// Idempotency-Key: <event_id>. The admin server counts a key once, so a retry after a lost
+// response (or after this host died mid-call) cannot count a mission twice.
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+#include <outbox/sdk.hpp>
+
+#include "http_outcome.hpp"
+
+namespace mission_log_forwarding {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kDefaultTimeout{std::chrono::seconds{5}};
+constexpr const char* kPath = "/api/stats/mission-log";
+constexpr std::size_t kMaxFieldLength = 256;
+
+struct Settings {
+    Endpoint endpoint;  // base_url with kPath appended
+    milliseconds timeout = kDefaultTimeout;
+};
+
+Settings parse_settings(const std::string& config_json) {
+    const nlohmann::json config = nlohmann::json::parse(config_json, nullptr, false);
+    if (!config.is_object()) throw InvalidConfig("config: expected an object");
+    for (const auto& [key, value] : config.items()) {
+        if (key != "base_url" && key != "timeout") {
+            throw InvalidConfig("config." + key + ": unknown key (allowed: base_url, timeout)");
+        }
+    }
+    if (!config.contains("base_url") || !config["base_url"].is_string()) {
+        throw InvalidConfig("config.base_url: required, the admin server's base URL");
+    }
+    Settings settings;
+    settings.endpoint = parse_endpoint(config["base_url"].get<std::string>(), "config.base_url");
+    if (settings.endpoint.path.find('?') != std::string::npos) {
+        throw InvalidConfig("config.base_url: a query string is not allowed");
+    }
+    // base_url may carry a path prefix (a gateway route); join it without doubling '/'.
+    std::string& path = settings.endpoint.path;
+    while (!path.empty() && path.back() == '/') path.pop_back();
+    path += kPath;
+    if (config.contains("timeout")) settings.timeout = parse_duration(config["timeout"], "config.timeout");
+    return settings;
+}
+
+}  // namespace
+
+class MissionLogForwarding final : public outbox::sdk::Handler {
+public:
+    /// Throws InvalidConfig for a missing or bad key; the host then refuses the plugin.
+    explicit MissionLogForwarding(const std::string& config_json) : settings_(parse_settings(config_json)) {}
+
+    [[nodiscard]] std::string handler_name() const override { return "mission-log-forwarding"; }
+    [[nodiscard]] std::vector<std::string> event_types() const override { return {"MissionCompleted"}; }
+
+    void handle(const outbox::sdk::Event& event, outbox::sdk::Context& ctx) override {
+        const nlohmann::json payload = nlohmann::json::parse(event.payload_json, nullptr, false);
+        // Only the declared fields travel: the admin server gets exactly its contract.
+        nlohmann::json body = nlohmann::json::object();
+        for (const char* field : {"completion_id", "user_id", "mission_id", "solar_term"}) {
+            if (!payload.is_object() || !payload.contains(field) || !payload[field].is_string() ||
+                payload[field].get<std::string>().empty() || payload[field].get<std::string>().size() > kMaxFieldLength) {
+                throw outbox::sdk::NonRetryableError("BAD_PAYLOAD", std::string("payload field missing or not text: ") + field);
+            }
+            body[field] = payload[field];
+        }
+
+        const milliseconds timeout = std::min(settings_.timeout, ctx.remaining());
+        if (timeout.count() <= 0) throw outbox::sdk::RetryableError("TIMEOUT", "no time left before the deadline");
+
+        // One client per call: handle() runs on several threads at once.
+        httplib::Client client(settings_.endpoint.origin);
+        client.set_connection_timeout(timeout);
+        client.set_read_timeout(timeout);
+        client.set_write_timeout(timeout);
+        const httplib::Headers headers{{"Idempotency-Key", event.id},
+                                       {"User-Agent", "outboxd-mission-log-forwarding/1"}};
+        const auto started = std::chrono::steady_clock::now();
+        const httplib::Result result = client.Post(settings_.endpoint.path, headers, body.dump(), "application/json");
+        if (!result) throw_for_transport(result.error(), std::chrono::steady_clock::now() - started, timeout);
+        if (result->status < 200 || result->status > 299) throw_for_status(*result);
+    }
+
+private:
+    const Settings settings_;
+};
+
+}  // namespace mission_log_forwarding
+
+OUTBOX_PLUGIN(mission_log_forwarding::MissionLogForwarding);
