@@ -76,7 +76,9 @@ std::variant<Principal, AuthFailure> JwtVerifier::verify(std::string_view token_
     // that key's type, which is what stops alg=none and HS256-with-the-public-key tokens.
     const JwtPtr unverified = decode(token, nullptr);
     if (!unverified) return AuthFailure{"the bearer token is malformed"};
-    const jwt_alg_t alg = jwt_get_alg(unverified.get());
+    // Decoding without a key resets the object's algorithm to none; the header keeps it.
+    const char* alg_name = jwt_get_header(unverified.get(), "alg");
+    const jwt_alg_t alg = alg_name == nullptr ? JWT_ALG_INVAL : jwt_str_alg(alg_name);
     const std::string* key = nullptr;
     if (alg == JWT_ALG_HS256 && !options_.hs256_secret.empty()) key = &options_.hs256_secret;
     if (alg == JWT_ALG_RS256 && !options_.rs256_public_key_pem.empty()) key = &options_.rs256_public_key_pem;
