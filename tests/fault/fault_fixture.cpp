@@ -1,0 +1,176 @@
+#include "fault/fault_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#include <pqxx/pqxx>
+#include <signal.h>
+
+#include "db/migrator.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test::fault {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+pqxx::result query(const std::string& url, const std::string& sql) {
+    pqxx::connection conn(url);
+    pqxx::work tx(conn);
+    pqxx::result result = tx.exec(sql);
+    tx.commit();
+    return result;
+}
+
+std::string last_line(const std::string& text) {
+    std::string line, last;
+    std::istringstream in(text);
+    while (std::getline(in, line)) {
+        if (!line.empty()) last = line;
+    }
+    return last;
+}
+
+// Runs a shell snippet; the cluster scripts need bash, and pg_ctl the cluster owner.
+std::string shell(const std::string& script) {
+    const auto [code, output] = run_command({"/bin/bash", "-c", script}, {}, 120s);
+    if (code != 0) throw std::runtime_error("command failed (" + std::to_string(code) + "): " + script + "\n" + output);
+    return output;
+}
+
+std::string pg_script() { return std::string(OUTBOX_SOURCE_DIR) + "/scripts/pg.sh"; }
+
+}  // namespace
+
+long long count(const std::string& url, const std::string& sql) {
+    const pqxx::result result = query(url, sql);
+    return result.at(0).at(0).as<long long>();
+}
+
+long long unsettled(const std::string& url) {
+    return count(url, "SELECT count(*) FROM event_publication WHERE status NOT IN ('COMPLETED', 'REVIEW_REQUIRED')");
+}
+
+long long stuck_processing(const std::string& url, std::chrono::seconds slack) {
+    return count(url, "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' AND lease_expires_at < now() - "
+                      "interval '" + std::to_string(slack.count()) + " seconds'");
+}
+
+std::string status_summary(const std::string& url) {
+    const pqxx::result result = query(
+        url, "SELECT coalesce(string_agg(status || coalesce('/' || last_error_code, '') || '=' || n, ', '), 'none') "
+             "FROM (SELECT status, last_error_code, count(*) n FROM event_publication GROUP BY 1, 2 ORDER BY 1, 2) s");
+    return result.at(0).at(0).as<std::string>();
+}
+
+void expect_final_invariants(const std::string& url, const std::set<std::string>& review_codes,
+                             long long effects_expected) {
+    SCOPED_TRACE(status_summary(url));
+    EXPECT_EQ(unsettled(url), 0) << "every event ends COMPLETED or REVIEW_REQUIRED";
+    for (const auto& row : query(url, "SELECT DISTINCT last_error_code FROM event_publication "
+                                      "WHERE status = 'REVIEW_REQUIRED'")) {
+        const std::string code = row[0].is_null() ? "<null>" : row[0].as<std::string>();
+        EXPECT_TRUE(review_codes.contains(code)) << "REVIEW_REQUIRED with an unexpected code " << code;
+    }
+    EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication e WHERE status = 'COMPLETED' AND "
+                         "(SELECT count(*) FROM event_consumption c WHERE c.event_id = e.event_id "
+                         "AND c.handler_name = 'scripted') <> 1"),
+              0)
+        << "every COMPLETED event has exactly one consumption row for its handler";
+    EXPECT_EQ(count(url, "SELECT count(*) FROM (SELECT event_id, handler_name FROM scripted_effect "
+                         "GROUP BY 1, 2 HAVING count(*) > 1) d"),
+              0)
+        << "no handler DB effect committed twice";
+    EXPECT_EQ(count(url, "SELECT count(*) FROM scripted_effect s WHERE NOT EXISTS (SELECT 1 FROM event_consumption c "
+                         "WHERE c.event_id = s.event_id AND c.handler_name = s.handler_name)"),
+              0)
+        << "an effect commits only together with its consumption row";
+    EXPECT_EQ(count(url, "SELECT count(*) FROM scripted_effect"), effects_expected);
+    EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' "
+                         "OR lease_token IS NOT NULL OR lease_owner IS NOT NULL"),
+              0)
+        << "no lease left behind";
+}
+
+void publish_generated(const std::string& url, int count, const std::string& payload_sql) {
+    pqxx::connection conn(url);
+    for (int done = 0; done < count;) {
+        const int n = std::min(1000, count - done);
+        pqxx::work tx(conn);
+        tx.exec_params("SELECT outbox_publish('acme', 'TestRequested', " + payload_sql +
+                           ") FROM generate_series($1::int, $2::int) AS g",
+                       done, done + n - 1);
+        tx.commit();
+        done += n;
+    }
+}
+
+Fleet::Fleet(std::string database_url, std::map<std::string, std::string> env)
+    : url_(std::move(database_url)), env_(std::move(env)) {
+    fs::create_directory(plugin_dir());
+    fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir() / "libscripted.so");
+    env_["OUTBOX_DATABASE_URL"] = url_;
+    env_["OUTBOX_PLUGIN_DIR"] = plugin_dir().string();
+    env_.try_emplace("OUTBOX_ADMIN_LISTEN", "off");
+}
+
+std::unique_ptr<ChildProcess> Fleet::start(const std::string& name,
+                                           const std::map<std::string, std::string>& extra_env) const {
+    auto env = env_;
+    for (const auto& [key, value] : extra_env) env[key] = value;
+    env.try_emplace("OUTBOX_HOST_ID", name);
+    return std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"}, env,
+                                          (dir_.path() / (name + ".log")).string());
+}
+
+std::string Fleet::log(const std::string& name) const { return read_file((dir_.path() / (name + ".log")).string()); }
+
+void stop_cleanly(ChildProcess& host, const std::string& log) {
+    host.signal(SIGTERM);
+    EXPECT_EQ(host.wait(30s), std::optional<int>(0)) << log;
+}
+
+int count_lines(const std::string& text, const std::string& needle) {
+    int n = 0;
+    std::string line;
+    std::istringstream in(text);
+    while (std::getline(in, line)) n += line.find(needle) != std::string::npos ? 1 : 0;
+    return n;
+}
+
+OwnCluster::OwnCluster() {
+    char templ[] = "/tmp/outbox-fault-pg.XXXXXX";
+    if (::mkdtemp(templ) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = templ;
+    const std::string port = last_line(shell(pg_script() + " free-port"));
+    url_ = last_line(shell(pg_script() + " start " + dir_ + " " + port));
+    {
+        pqxx::connection conn(url_);
+        db::Migrator{}.migrate(conn);
+    }
+    create_scripted_effect_table(url_);
+}
+
+OwnCluster::~OwnCluster() {
+    try {
+        shell(pg_script() + " stop " + dir_);
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+    }
+}
+
+void OwnCluster::restart(const std::string& mode) const {
+    // pg.sh's own rules: the newest installed server unless PG_BIN says otherwise, and the
+    // postgres user when running as root.
+    shell("set -e; bin=${PG_BIN:-/usr/lib/postgresql/15/bin}; "
+          "[[ -x $bin/pg_ctl ]] || bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1); "
+          "as=(); ((EUID == 0)) && as=(runuser -u postgres --); "
+          "\"${as[@]}\" \"$bin/pg_ctl\" -D " + dir_ + "/data -l " + dir_ + "/log -m " + mode +
+          " -w -t 60 restart >/dev/null");
+}
+
+}  // namespace outbox::test::fault

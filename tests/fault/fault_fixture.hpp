@@ -1,0 +1,87 @@
+#pragma once
+// Shared pieces of the fault-injection tier: a fleet of real outboxd processes, a
+// PostgreSQL cluster of the test's own (so restarting it disturbs no other test), and the
+// invariants every fault case must leave behind.
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/child_process.hpp"
+#include "support/temp_dir.hpp"
+
+namespace outbox::test::fault {
+
+/// The first column of the first row of `sql`, as a number.
+long long count(const std::string& url, const std::string& sql);
+
+/// Events still PENDING, RETRY_WAIT or PROCESSING.
+long long unsettled(const std::string& url);
+
+/// PROCESSING rows whose lease expired more than `slack` ago: a recovery that did not happen.
+long long stuck_processing(const std::string& url, std::chrono::seconds slack);
+
+/// "status=n, ..." for failure messages.
+std::string status_summary(const std::string& url);
+
+/// Asserts (gtest) the invariants every fault case must leave behind, for the scripted
+/// fixture handler: every event settled (COMPLETED, or REVIEW_REQUIRED with a code from
+/// `review_codes`); every COMPLETED event consumed exactly once by "scripted"; every
+/// committed scripted_effect row backed by a consumption row, at most one per event (no
+/// handler DB effect committed twice); no event left in PROCESSING.
+/// `effects_expected`: how many scripted_effect rows the completed events must have left.
+void expect_final_invariants(const std::string& url, const std::set<std::string>& review_codes,
+                             long long effects_expected);
+
+/// Publishes `count` TestRequested events whose payload is built per row by the SQL
+/// expression `payload_sql` (it may use random() and the series value `g`).
+void publish_generated(const std::string& url, int count, const std::string& payload_sql);
+
+/// Real outboxd processes sharing one plugin directory (holding the scripted fixture) and
+/// one database, each writing its log to its own file.
+class Fleet {
+public:
+    Fleet(std::string database_url, std::map<std::string, std::string> env);
+
+    /// Starts `outboxd run` as `name`; its output is appended to `<name>.log`.
+    [[nodiscard]] std::unique_ptr<ChildProcess> start(const std::string& name,
+                                                      const std::map<std::string, std::string>& extra_env = {}) const;
+    [[nodiscard]] std::string log(const std::string& name) const;
+    [[nodiscard]] std::filesystem::path plugin_dir() const { return dir_.path() / "plugins"; }
+    [[nodiscard]] const std::filesystem::path& dir() const { return dir_.path(); }
+
+private:
+    std::string url_;
+    std::map<std::string, std::string> env_;
+    TempDir dir_;
+};
+
+/// Stops `host` with SIGTERM and expects a clean exit.
+void stop_cleanly(ChildProcess& host, const std::string& log);
+
+/// Lines of `text` containing `needle`.
+int count_lines(const std::string& text, const std::string& needle);
+
+/// A throwaway PostgreSQL cluster of this test's own on a free loopback port (through
+/// scripts/pg.sh), migrated, with the scripted fixture's effect table.
+class OwnCluster {
+public:
+    OwnCluster();
+    ~OwnCluster();
+    OwnCluster(const OwnCluster&) = delete;
+    OwnCluster& operator=(const OwnCluster&) = delete;
+
+    [[nodiscard]] const std::string& url() const noexcept { return url_; }
+    /// pg_ctl restart -m `mode` (fast or immediate), waiting until it accepts connections.
+    void restart(const std::string& mode) const;
+
+private:
+    std::string dir_;
+    std::string url_;
+};
+
+}  // namespace outbox::test::fault
