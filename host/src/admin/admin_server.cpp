@@ -165,7 +165,8 @@ struct AdminServer::Impl {
                 return httplib::Server::HandlerResponse::Handled;
             }));
         server.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-            log::error("admin API: unexpected failure handling " + req.method + " " + req.path);
+            // The path is not logged: it is caller-controlled text.
+            log::error("admin API: unexpected failure handling a " + req.method + " request");
             send_error(res, 500, "INTERNAL", "internal error");
         });
     }
