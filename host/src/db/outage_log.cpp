@@ -12,9 +12,9 @@ void OutageLog::failed(const std::string& component, const DbFailure& failure) {
     log::error("database unavailable (noticed by " + component + "): " + failure.describe() + "; retrying with backoff");
 }
 
-void OutageLog::succeeded() {
+void OutageLog::succeeded(std::chrono::steady_clock::time_point connected_at) {
     std::lock_guard lock(mutex_);
-    if (!down_) return;
+    if (!down_ || connected_at < since_) return;
     down_ = false;
     const auto seconds =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since_).count() / 1000.0;

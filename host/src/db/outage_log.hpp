@@ -13,7 +13,10 @@ namespace outbox::db {
 class OutageLog {
 public:
     void failed(const std::string& component, const DbFailure& failure);
-    void succeeded();
+    /// `connected_at`: when the connection that just worked was opened. One opened before
+    /// the outage began proves nothing (a server shutting down still answers on some
+    /// connections for a moment), so only a newer one ends the outage.
+    void succeeded(std::chrono::steady_clock::time_point connected_at = std::chrono::steady_clock::now());
 
 private:
     std::mutex mutex_;

@@ -36,14 +36,25 @@ public:
     /// it has already waited its backoff, unless stopped).
     template <class Work>
     bool run(Work&& work, std::stop_token stop) {
+        const bool reused = conn_ && conn_->is_open();
         try {
-            if (!conn_ || !conn_->is_open()) conn_ = db::open_connection(url_);
+            if (!conn_ || !conn_->is_open()) {
+                connected_at_ = std::chrono::steady_clock::now();
+                conn_ = db::open_connection(url_);
+            }
             work(*conn_);
-            outage_.succeeded();
+            outage_.succeeded(connected_at_);
             backoff_.reset();
             return true;
         } catch (...) {
             const db::DbFailure failure = db::classify_db_error(std::current_exception());
+            if (failure.kind == db::DbFailureKind::ConnectionBroken && reused) {
+                // A connection left idle across a server restart breaks on first use once the
+                // server is back: not an outage. Retry at once on a new connection (no longer
+                // `reused`, so at most once); only its failure counts.
+                conn_.reset();
+                return run(std::forward<Work>(work), stop);
+            }
             if (failure.kind == db::DbFailureKind::ConnectionBroken || failure.kind == db::DbFailureKind::InDoubt) {
                 conn_.reset();
                 outage_.failed(component_, failure);
@@ -64,6 +75,7 @@ private:
     std::string component_;
     db::OutageLog& outage_;
     std::unique_ptr<pqxx::connection> conn_;
+    std::chrono::steady_clock::time_point connected_at_{};
     db::ReconnectBackoff backoff_;
 };
 
