@@ -250,7 +250,9 @@ void FaultyHttpService::serve(const httplib::Request& request, httplib::Response
         case Kind::Normal:
         case Kind::LostDrop:
         case Kind::LostLate: {
-            const Reply reply = processor(request, [&] { pause(decision.latency); });
+            // A late answer is slow work: the key stays in progress until the stall is over.
+            const auto work_time = decision.kind == Kind::LostLate ? decision.stall : decision.latency;
+            const Reply reply = processor(request, [&] { pause(work_time); });
             record.status = reply.status;
             if (decision.kind == Kind::Normal && reply.status >= 400) record.outcome = "rejected";
             response.status = reply.status;
@@ -261,10 +263,7 @@ void FaultyHttpService::serve(const httplib::Request& request, httplib::Response
                                                       [](std::size_t, httplib::DataSink&) { return false; });
                 written = false;
             } else {
-                if (decision.kind == Kind::LostLate) {
-                    pause(decision.stall);
-                    written = false;
-                }
+                written = decision.kind != Kind::LostLate;
                 response.set_content(reply.body, "application/json");
             }
             break;

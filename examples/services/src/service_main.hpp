@@ -32,7 +32,7 @@ inline void add_fault_flags(CLI::App& app, ServiceFlags& flags) {
                    "share processed, then the connection is dropped mid-response")
         ->capture_default_str();
     app.add_option("--rate-lost-late", flags.faults.rate_lost_late,
-                   "share processed, then answered only after --stall-ms")
+                   "share processed slowly (for --stall-ms), answered after the client gave up")
         ->capture_default_str();
     app.add_option("--stall-ms", flags.stall_ms, "how long stalls last; make it longer than the client timeout")
         ->capture_default_str();

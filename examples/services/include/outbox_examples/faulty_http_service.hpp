@@ -33,7 +33,7 @@ struct FaultConfig {
     double rate_503 = 0;        ///< answer 503 with Retry-After without doing the work
     double rate_timeout = 0;    ///< stall for `stall` without doing the work (the client times out)
     double rate_lost_drop = 0;  ///< do the work, then drop the connection mid-response
-    double rate_lost_late = 0;  ///< do the work, then answer only after `stall` (the client timed out)
+    double rate_lost_late = 0;  ///< do the work slowly (for `stall`), answering after the client timed out
     std::chrono::milliseconds stall{std::chrono::seconds{6}};  ///< make it longer than the client's timeout
     int retry_after_seconds = 1;    ///< Retry-After sent with 429 and 503
     int rate_limit_per_second = 0;  ///< a call arriving after this many in the last second gets 429; 0: off
@@ -50,7 +50,7 @@ struct ScriptedResponse {
         Status,    ///< answer `status` with `body` (and Retry-After when set) without doing the work
         Timeout,   ///< stall without doing the work
         LostDrop,  ///< do the work, then drop the connection mid-response
-        LostLate,  ///< do the work, then answer after the stall
+        LostLate,  ///< do the work slowly (for the stall), then answer: too late for the client
         Normal,    ///< do the work and answer normally
     };
     Kind kind = Kind::Status;
