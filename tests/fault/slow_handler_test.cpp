@@ -1,0 +1,45 @@
+// A handler slower than the lease: the heartbeat keeps extending it, so no other host takes
+// the event over while it runs, and it runs once.
+#include <gtest/gtest.h>
+
+#include "fault/fault_fixture.hpp"
+#include "support/pg_fixture.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test::fault {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(SlowHandler, HeartbeatKeepsALeaseThreeTimesShorterThanTheHandlerAndNoSecondHostRunsIt) {
+    constexpr int kEvents = 8;
+    TestDatabase db;
+    const std::string& url = db.url();
+    create_scripted_effect_table(url);
+    // db: an overlapping second run would fail the fixture's advisory lock (CONCURRENT_RUN).
+    publish_many(url, "TestRequested", R"({"db": true, "sleep_ms": 3500})", kEvents);
+    const Fleet fleet(url, {{"OUTBOX_LEASE_DURATION", "1s"},
+                            {"OUTBOX_CONCURRENCY", "4"},
+                            {"OUTBOX_BATCH_SIZE", "4"},
+                            {"OUTBOX_POLL_INTERVAL", "100ms"}});
+    auto first = fleet.start("first");
+    ASSERT_TRUE(wait_until([&] { return count(url, "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' "
+                                                   "AND lease_owner = 'first'") > 0; },
+                           20s))
+        << fleet.log("first");
+    // The second host polls every 100ms and would take over any lease that lapsed.
+    auto second = fleet.start("second");
+    ASSERT_TRUE(wait_until([&] { return unsettled(url) == 0; }, 60s)) << status_summary(url);
+    stop_cleanly(*first, fleet.log("first"));
+    stop_cleanly(*second, fleet.log("second"));
+
+    expect_final_invariants(url, {}, kEvents);
+    EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication WHERE attempt_count <> 1"), 0)
+        << "no event was taken over: " << status_summary(url);
+    for (const char* name : {"first", "second"}) {
+        EXPECT_EQ(count_lines(fleet.log(name), "lease"), 0) << "no lease lost or rescued\n" << fleet.log(name);
+    }
+}
+
+}  // namespace
+}  // namespace outbox::test::fault
