@@ -173,9 +173,13 @@ TEST(SafePayload, RejectsAPayloadLargerThanTheLimit) {
     p.set("blob", big);
     expect_rejected([&] { (void)p.json(); }, "*", big);
 
+    // The limit is on the text PostgreSQL stores, `{"blob": "..."}`, one byte more than the compact JSON.
     SafePayload fits(schema);
-    fits.set("blob", std::string(kMaxPayloadBytes - std::string(R"({"blob":""})").size(), 'a'));
-    EXPECT_EQ(fits.json().size(), kMaxPayloadBytes) << "exactly the limit is allowed";
+    fits.set("blob", std::string(kMaxPayloadBytes - std::string(R"({"blob": ""})").size(), 'a'));
+    EXPECT_EQ(fits.json().size(), kMaxPayloadBytes - 1) << "exactly the limit is allowed";
+    SafePayload over(schema);
+    over.set("blob", std::string(kMaxPayloadBytes - std::string(R"({"blob":""})").size(), 'a'));
+    expect_rejected([&] { (void)over.json(); }, "*", "");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // scalars only, so the result is always a flat JSON object. Error messages name the field
 // and the rule, never the value.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -21,7 +22,9 @@
 
 namespace outbox::sdk {
 
-/// Largest payload accepted, in bytes of JSON text; outbox_publish() enforces the same.
+/// Largest payload accepted, in bytes of the text PostgreSQL stores (`payload::text`, which
+/// writes `": "` and `", "` between fields and numbers without an exponent); outbox_publish()
+/// enforces the same.
 inline constexpr std::size_t kMaxPayloadBytes = 8192;
 
 enum class FieldKind {
@@ -135,6 +138,73 @@ inline bool looks_like_phone(std::string_view s) {
     return separated && digits >= 9;
 }
 
+/// Well-formed UTF-8 (no overlong forms, no surrogates), as PostgreSQL requires.
+inline bool valid_utf8(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t length = 0;
+        unsigned char low = 0x80, high = 0xBF;  // the second byte's range: no overlongs or surrogates
+        if (c >= 0xC2 && c <= 0xDF) {
+            length = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            length = 3;
+            if (c == 0xE0) low = 0xA0;
+            if (c == 0xED) high = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            length = 4;
+            if (c == 0xF0) low = 0x90;
+            if (c == 0xF4) high = 0x8F;
+        } else {
+            return false;
+        }
+        if (i + length > s.size()) return false;
+        for (std::size_t k = 1; k < length; ++k) {
+            const auto next = static_cast<unsigned char>(s[i + k]);
+            if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xBF)) return false;
+        }
+        i += length;
+    }
+    return true;
+}
+
+/// Length of a JSON number as PostgreSQL's jsonb prints it: plain decimal, so "1e+300" is
+/// 301 digits and "5e-324" is "0." and 324 digits.
+inline std::size_t plain_decimal_length(std::string_view number) {
+    std::size_t length = 0;
+    if (!number.empty() && number.front() == '-') {
+        ++length;
+        number.remove_prefix(1);
+    }
+    long long exponent = 0;
+    const auto e = number.find_first_of("eE");
+    if (e != std::string_view::npos) {
+        exponent = std::stoll(std::string(number.substr(e + 1)));
+        number = number.substr(0, e);
+    }
+    const auto dot = number.find('.');
+    const auto int_digits = static_cast<long long>(number.substr(0, dot).size());
+    const auto frac_digits = dot == std::string_view::npos ? 0LL : static_cast<long long>(number.size() - dot - 1);
+    const long long shown_int = std::max(1LL, int_digits + exponent);
+    const long long shown_frac = std::max(0LL, frac_digits - exponent);
+    return length + static_cast<std::size_t>(shown_int + (shown_frac > 0 ? 1 + shown_frac : 0));
+}
+
+/// Bytes of a flat object as outbox_publish() measures it (`payload::text`).
+inline std::size_t stored_size(const nlohmann::json& object) {
+    std::size_t size = 2;
+    bool first = true;
+    for (const auto& [key, value] : object.items()) {
+        size += (first ? 0 : 2) + nlohmann::json(key).dump().size() + 2;
+        size += value.is_number_float() ? plain_decimal_length(value.dump()) : value.dump().size();
+        first = false;
+    }
+    return size;
+}
+
 inline const char* kind_name(FieldKind kind) {
     switch (kind) {
         case FieldKind::Uuid: return "Uuid";
@@ -194,6 +264,9 @@ public:
                 break;
             case FieldKind::String:
                 check_length(spec, value);
+                if (!detail::valid_utf8(value)) throw PayloadError(spec.name, "is not valid UTF-8");
+                // jsonb cannot store U+0000.
+                if (value.find('\0') != std::string_view::npos) throw PayloadError(spec.name, "contains a NUL character");
                 if (detail::looks_like_email(value)) throw PayloadError(spec.name, "value is shaped like an e-mail address");
                 if (detail::looks_like_jwt(value)) throw PayloadError(spec.name, "value is shaped like a JWT");
                 if (detail::longest_digit_run(value, true) >= 9) {
@@ -239,13 +312,13 @@ public:
     }
 
     /// The payload as compact JSON text. Throws PayloadError when a required field is
-    /// missing or the text is larger than kMaxPayloadBytes.
+    /// missing or the payload, as PostgreSQL stores it, is larger than kMaxPayloadBytes.
     [[nodiscard]] std::string json() const {
         for (const auto& field : schema_->fields()) {
             if (field.required && !values_.contains(field.name)) throw PayloadError(field.name, "is required but not set");
         }
         std::string text = values_.dump();
-        if (text.size() > kMaxPayloadBytes) {
+        if (detail::stored_size(values_) > kMaxPayloadBytes) {
             throw PayloadError("*", "payload is larger than " + std::to_string(kMaxPayloadBytes) + " bytes");
         }
         return text;
