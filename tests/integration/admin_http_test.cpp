@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "admin_support.hpp"
+#include "support/test_host.hpp"
 
 namespace outbox::test {
 namespace {
@@ -146,11 +149,32 @@ TEST_F(AdminHttp, ReadyzNeedsAHandlerOnlyWhileProcessingIsEnabled) {
     EXPECT_EQ(res->status, 200) << res->body;
 }
 
+TEST_F(AdminHttp, ReadyzAndMetricsFollowTheHandlersTheHostRoutesToNow) {
+    const TestHost host(fast_options(db_.url(), "h"), {OUTBOX_FIXTURE_SCRIPTED});
+    std::atomic<std::shared_ptr<const dispatch::HandlerSet>> current;  // nothing loaded yet
+    admin::AdminOptions options = default_options();
+    options.processing_enabled = true;
+    admin::AdminServer server(options, metrics_,
+                              admin::AdminServer::HandlerSource([&current] { return current.load(); }));
+    server.start();
+    httplib::Client c("127.0.0.1", server.port());
+    expect_json_error(c.Get("/readyz"), 503, "NO_HANDLERS");
+    EXPECT_EQ(c.Get("/metrics")->body.find("handler=\"scripted\""), std::string::npos);
+
+    current.store(std::shared_ptr<const dispatch::HandlerSet>(std::shared_ptr<void>{}, &host.handlers()));
+    const auto ready = c.Get("/readyz");
+    ASSERT_TRUE(ready);
+    EXPECT_EQ(ready->status, 200) << ready->body;
+    EXPECT_NE(c.Get("/metrics")->body.find(R"(outbox_publications_oldest_delay_seconds{handler="scripted"} 0)"),
+              std::string::npos);
+    server.stop();
+}
+
 TEST_F(AdminHttp, ABusyPortIsAStartUpErrorNamingTheAddress) {
     const BusyPort busy;
     admin::AdminOptions options = default_options();
     options.listen.port = busy.port();
-    admin::AdminServer server(options, metrics_, nullptr);
+    admin::AdminServer server(options, metrics_, kNoHandlers);
     try {
         server.start();
         FAIL() << "started on a busy port";
@@ -163,7 +187,7 @@ TEST_F(AdminHttp, ABusyPortIsAStartUpErrorNamingTheAddress) {
 TEST_F(AdminHttp, TwoServersCannotShareAPort) {
     admin::AdminOptions options = default_options();
     options.listen.port = server_->port();
-    admin::AdminServer second(options, metrics_, nullptr);
+    admin::AdminServer second(options, metrics_, kNoHandlers);
     EXPECT_THROW(second.start(), admin::AdminStartError);
 }
 

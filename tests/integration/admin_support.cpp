@@ -90,7 +90,7 @@ admin::AdminOptions AdminApi::default_options() const {
 }
 
 void AdminApi::SetUp() {
-    server_ = std::make_unique<admin::AdminServer>(default_options(), metrics_, nullptr);
+    server_ = std::make_unique<admin::AdminServer>(default_options(), metrics_, kNoHandlers);
     server_->start();
 }
 
@@ -102,7 +102,7 @@ void AdminApi::restart(const std::function<void(admin::AdminOptions&)>& change) 
     server_->stop();
     admin::AdminOptions options = default_options();
     change(options);
-    server_ = std::make_unique<admin::AdminServer>(options, metrics_, nullptr);
+    server_ = std::make_unique<admin::AdminServer>(options, metrics_, kNoHandlers);
     server_->start();
 }
 

@@ -121,10 +121,9 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
 }
 
 struct AdminServer::Impl {
-    Impl(AdminOptions o, const metrics::Metrics& m, std::shared_ptr<const dispatch::HandlerSet> h)
-        : options(std::move(o)), metrics(m), handlers(std::move(h)), verifier(options.jwt),
+    Impl(AdminOptions o, const metrics::Metrics& m, HandlerSource h)
+        : options(std::move(o)), metrics(m), handler_source(std::move(h)), verifier(options.jwt),
           pool(with_connect_timeout(options.database_url), options.db_connections) {
-        if (!handlers) handlers = std::make_shared<const dispatch::HandlerSet>();
         routes.push_back({"GET", std::regex("^/healthz$"), [this](auto&, auto& res, auto&) { healthz(res); }});
         routes.push_back({"GET", std::regex("^/readyz$"), [this](auto&, auto& res, auto&) { readyz(res); }});
         routes.push_back({"GET", std::regex("^/metrics$"), [this](auto&, auto& res, auto&) { metrics_page(res); }});
@@ -328,7 +327,7 @@ struct AdminServer::Impl {
             send_error(res, 503, "DATABASE_UNAVAILABLE", "the database does not answer (" + failure->describe() + ")");
             return;
         }
-        if (options.processing_enabled && handlers->entries().empty()) {
+        if (options.processing_enabled && handlers()->entries().empty()) {
             send_error(res, 503, "NO_HANDLERS",
                        "no handler plugin is loaded while processing is enabled; check plugins.dir and the start-up log");
             return;
@@ -339,7 +338,7 @@ struct AdminServer::Impl {
     void metrics_page(httplib::Response& res) {
         std::optional<metrics::DbGauges> gauges;
         const auto failure = try_database([&](pqxx::connection& conn) {
-            gauges = read_db_gauges(conn, *handlers, options.probe_timeout);
+            gauges = read_db_gauges(conn, *handlers(), options.probe_timeout);
         });
         if (failure) {
             gauges.reset();
@@ -451,9 +450,14 @@ struct AdminServer::Impl {
         }
     }
 
+    [[nodiscard]] std::shared_ptr<const dispatch::HandlerSet> handlers() const {
+        auto current = handler_source ? handler_source() : nullptr;
+        return current ? current : std::make_shared<const dispatch::HandlerSet>();
+    }
+
     AdminOptions options;
     const metrics::Metrics& metrics;
-    std::shared_ptr<const dispatch::HandlerSet> handlers;
+    HandlerSource handler_source;
     JwtVerifier verifier;
     db::ConnectionPool pool;
     std::vector<Route> routes;
@@ -463,9 +467,12 @@ struct AdminServer::Impl {
     bool started = false;
 };
 
+AdminServer::AdminServer(AdminOptions options, const metrics::Metrics& metrics, HandlerSource handlers)
+    : impl_(std::make_unique<Impl>(std::move(options), metrics, std::move(handlers))) {}
+
 AdminServer::AdminServer(AdminOptions options, const metrics::Metrics& metrics,
                          std::shared_ptr<const dispatch::HandlerSet> handlers)
-    : impl_(std::make_unique<Impl>(std::move(options), metrics, std::move(handlers))) {}
+    : AdminServer(std::move(options), metrics, HandlerSource([handlers] { return handlers; })) {}
 
 AdminServer::~AdminServer() { stop(); }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -53,6 +54,12 @@ struct AdminOptions {
 /// 4xx/5xx answers {"error": {"code", "message"}}. Start in-process in tests with port 0.
 class AdminServer {
 public:
+    /// Returns the handlers the host routes to right now (they can be replaced at run time);
+    /// read by /readyz and /metrics at each request. Must be thread-safe.
+    using HandlerSource = std::function<std::shared_ptr<const dispatch::HandlerSet>()>;
+
+    AdminServer(AdminOptions options, const metrics::Metrics& metrics, HandlerSource handlers);
+    /// With a fixed handler set (null: none).
     AdminServer(AdminOptions options, const metrics::Metrics& metrics,
                 std::shared_ptr<const dispatch::HandlerSet> handlers);
     ~AdminServer();

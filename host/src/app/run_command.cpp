@@ -107,12 +107,17 @@ int run_command(const config::Config& config, bool migrate_first) {
     plugin::PluginLoader loader(private_dir.path());
     auto handlers = load_handlers(config, loader, metrics);
 
+    auto runtime = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config, host_id), handlers, metrics);
+
     // The listener starts before any claim, so a host that cannot bind exits having done
     // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
+    // It reads the runtime's current handlers, which may be replaced while it runs.
     std::unique_ptr<admin::AdminServer> admin_server;
     if (admin_options) {
         try {
-            admin_server = std::make_unique<admin::AdminServer>(*admin_options, metrics, handlers);
+            admin_server = std::make_unique<admin::AdminServer>(
+                *admin_options, metrics,
+                admin::AdminServer::HandlerSource([&runtime] { return runtime->handlers(); }));
             admin_server->start();
         } catch (const admin::AdminStartError& e) {
             log::error(e.what());
@@ -120,7 +125,6 @@ int run_command(const config::Config& config, bool migrate_first) {
         }
     }
 
-    auto runtime = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config, host_id), handlers, metrics);
     runtime->start();
     db::OutageLog retention_outage;
     std::jthread retention([&config, &retention_outage](std::stop_token stop) {
