@@ -71,16 +71,16 @@ void add_common(CLI::App& command, Common& common) {
         ->check(CLI::Range(1, 64));
 }
 
-void resolve(Common& common) {
-    if (common.database_url.empty()) {
-        for (const char* name : {"OUTBOX_DATABASE_URL", "DATABASE_URL"}) {
-            if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
-                common.database_url = value;
-                break;
-            }
-        }
+void resolve_database_url(std::string& url) {
+    for (const char* name : {"OUTBOX_DATABASE_URL", "DATABASE_URL"}) {
+        if (!url.empty()) return;
+        if (const char* value = std::getenv(name); value != nullptr) url = value;
     }
-    if (common.database_url.empty()) throw CLI::ValidationError("--database-url", "required (or set OUTBOX_DATABASE_URL)");
+    if (url.empty()) throw CLI::ValidationError("--database-url", "required (or set OUTBOX_DATABASE_URL)");
+}
+
+void resolve(Common& common) {
+    resolve_database_url(common.database_url);
     if (common.tag.empty()) common.tag = random_tag();
     for (const char c : common.tag) {
         if (c < 'a' || c > 'z') throw CLI::ValidationError("--tag", "use lower-case letters only");
@@ -185,10 +185,9 @@ int main(int argc, char** argv) {
     missions->add_option("--users", user_count, "distinct users")->capture_default_str()->check(CLI::Range(1, 1000000));
     missions->add_option("--missions", distinct_missions, "distinct missions")->capture_default_str()->check(CLI::Range(1, 1000000));
 
-    Common report_common;
     ReportOptions report;
     auto* report_command = app.add_subcommand("report", "print outbox progress and compare the remote services' counts");
-    report_command->add_option("--database-url", report_common.database_url, "PostgreSQL URL (default: $OUTBOX_DATABASE_URL)");
+    report_command->add_option("--database-url", report.database_url, "PostgreSQL URL (default: $OUTBOX_DATABASE_URL)");
     report_command->add_option("--tag", report.tag, "only this run's websites and users");
     report_command->add_option("--admin-url", report.admin_url, "the stats admin server's base URL");
     report_command->add_option("--classifier-url", report.classifier_url, "the AI classifier's base URL");
@@ -198,10 +197,7 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         if (*websites) resolve(websites_common);
         if (*missions) resolve(missions_common);
-        if (*report_command) {
-            report_common.tag = report.tag.empty() ? "x" : report.tag;  // resolve() insists on a tag
-            resolve(report_common);
-        }
+        if (*report_command) resolve_database_url(report.database_url);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }
@@ -209,7 +205,6 @@ int main(int argc, char** argv) {
     try {
         if (*websites) return register_websites(websites_common, website_count, duplicates);
         if (*missions) return complete_missions(missions_common, mission_count, user_count, distinct_missions);
-        report.database_url = report_common.database_url;
         return print_report(report) ? 0 : 1;
     } catch (const std::exception& e) {
         std::cerr << "outbox-example-app: " << e.what() << "\n";

@@ -102,8 +102,10 @@ bool print_report(const ReportOptions& options) {
     if (admin) {
         std::map<std::string, long long> counted;
         long long counted_total = 0;
-        for (const auto& [user, count] : (*admin)["users"].items()) {
+        const nlohmann::json by_user = admin->value("users", nlohmann::json::object());
+        for (const auto& [user, count] : by_user.items()) {
             if (!tag.empty() && user.rfind("user-" + tag + "-", 0) != 0) continue;
+            if (!count.is_number_integer()) continue;
             counted[user] = count.get<long long>();
             counted_total += count.get<long long>();
         }
@@ -120,17 +122,17 @@ bool print_report(const ReportOptions& options) {
         std::cout << "  missions    " << missions << " completed in the app, " << completed_total
                   << " delivered (event COMPLETED); admin counted " << counted_total << " for " << counted.size()
                   << " users; per-user equal: " << matching << "/" << users.size() << "\n";
-        std::cout << "  admin       " << (*admin)["calls"] << " calls, " << (*admin)["replayed"]
-                  << " answered from its idempotency store, " << (*admin)["in_progress_conflicts"]
-                  << " refused as in progress (409), faults " << (*admin)["outcomes"].dump() << "\n";
+        std::cout << "  admin       " << admin->value("calls", 0) << " calls, " << admin->value("replayed", 0)
+                  << " answered from its idempotency store, " << admin->value("in_progress_conflicts", 0)
+                  << " refused as in progress (409), faults " << admin->value("outcomes", nlohmann::json::object()).dump() << "\n";
     } else {
         consistent = false;
         std::cout << "  missions    " << missions << " completed in the app, " << completed_total
                   << " delivered; admin server unreachable\n";
     }
     if (const auto classifier = get_json(options.classifier_url, "/v1/stats")) {
-        std::cout << "  classifier  " << (*classifier)["calls"] << " calls, busiest second "
-                  << (*classifier)["max_calls_in_any_second"] << " calls, faults " << (*classifier)["outcomes"].dump()
+        std::cout << "  classifier  " << classifier->value("calls", 0) << " calls, busiest second "
+                  << classifier->value("max_calls_in_any_second", 0) << " calls, faults " << classifier->value("outcomes", nlohmann::json::object()).dump()
                   << "\n";
     } else if (!options.classifier_url.empty()) {
         std::cout << "  classifier  unreachable\n";

@@ -25,6 +25,10 @@ namespace outbox::examples {
 class AdminStatsServer : public FaultyHttpService {
 public:
     explicit AdminStatsServer(FaultConfig faults = {});
+    /// Stops serving before the members the request handlers use are destroyed.
+    ~AdminStatsServer() override { stop(); }
+    AdminStatsServer(const AdminStatsServer&) = delete;
+    AdminStatsServer& operator=(const AdminStatsServer&) = delete;
 
     /// Missions counted per user.
     [[nodiscard]] std::map<std::string, long long> user_counts() const;

@@ -20,6 +20,10 @@ class AiClassifierServer : public FaultyHttpService {
 public:
     /// `api_key`: the Bearer token callers must present (empty: any token is refused).
     AiClassifierServer(std::string api_key, FaultConfig faults = {});
+    /// Stops serving before the members the request handlers use are destroyed.
+    ~AiClassifierServer() override { stop(); }
+    AiClassifierServer(const AiClassifierServer&) = delete;
+    AiClassifierServer& operator=(const AiClassifierServer&) = delete;
 
     /// The category this classifier gives `domain`.
     [[nodiscard]] static std::string category_for(std::string_view domain);

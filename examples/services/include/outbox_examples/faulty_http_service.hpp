@@ -98,6 +98,7 @@ struct CallRecord {
 class FaultyHttpService {
 public:
     FaultyHttpService(std::string name, FaultConfig faults);
+    /// Derived services call stop() in their own destructor: their handlers use their members.
     virtual ~FaultyHttpService();
     FaultyHttpService(const FaultyHttpService&) = delete;
     FaultyHttpService& operator=(const FaultyHttpService&) = delete;
