@@ -23,6 +23,7 @@
 #include "admin/retry_service.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
+#include "fleet/fleet_registry.hpp"
 #include "log/log.hpp"
 #include "metrics/prometheus.hpp"
 
@@ -131,6 +132,7 @@ struct AdminServer::Impl {
                           [this](auto& req, auto& res, auto&) { list_events(req, res); }});
         routes.push_back({"GET", std::regex("^/api/v1/admin/outbox-events/([^/]+)$"),
                           [this](auto& req, auto& res, auto& m) { get_event(req, res, m[1].str()); }});
+        routes.push_back({"GET", std::regex("^/api/v1/admin/fleet$"), [this](auto& req, auto& res, auto&) { fleet(req, res); }});
         routes.push_back({"POST", std::regex("^/api/v1/admin/outbox-events/([^/]+)/retry$"),
                           [this](auto& req, auto& res, auto& m) { retry_event(req, res, m[1].str()); }});
     }
@@ -339,6 +341,11 @@ struct AdminServer::Impl {
         std::optional<metrics::DbGauges> gauges;
         const auto failure = try_database([&](pqxx::connection& conn) {
             gauges = read_db_gauges(conn, *handlers(), options.probe_timeout);
+            const fleet::FleetView view = fleet::read_fleet(conn);
+            for (const auto& host : view.hosts) {
+                ++gauges->fleet_hosts[host.live ? "live" : host.stopped ? "stopped" : "gone"];
+            }
+            gauges->fleet_handler_mismatches = static_cast<long long>(view.mismatches.size());
         });
         if (failure) {
             gauges.reset();
@@ -366,6 +373,19 @@ struct AdminServer::Impl {
             return;
         }
         res.set_content(page.dump(), kJson);
+    }
+
+    // The fleet holds no tenant data: any authenticated operator role may read it.
+    void fleet(const httplib::Request& req, httplib::Response& res) {
+        const auto principal = authenticate(req, res);
+        if (!principal) return;
+        if (!may_read(*principal)) {
+            send_error(res, 403, "FORBIDDEN", "the role " + principal->role + " may not read the fleet");
+            return;
+        }
+        std::optional<fleet::FleetView> view;
+        if (!with_database(res, [&](pqxx::connection& conn) { view = fleet::read_fleet(conn); })) return;
+        res.set_content(fleet::to_json(*view).dump(), kJson);
     }
 
     void get_event(const httplib::Request& req, httplib::Response& res, std::string id) {

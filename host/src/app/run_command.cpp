@@ -15,7 +15,10 @@
 #include "lease/retention.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
-#include "plugin/plugin_loader.hpp"
+#include "app/plugin_routing.hpp"
+#include "fleet/fleet_registry.hpp"
+#include "plugin/plugin_directory.hpp"
+#include "plugin/plugin_watcher.hpp"
 
 namespace outbox::app {
 namespace {
@@ -26,28 +29,16 @@ plugin::HandlerConfigs handler_configs(const config::Config& config) {
     return configs;
 }
 
-std::shared_ptr<const dispatch::HandlerSet> load_handlers(const config::Config& config, plugin::PluginLoader& loader,
-                                                          metrics::Metrics& metrics) {
-    plugin::DirectoryLoad loaded = plugin::load_directory(loader, config.plugins.dir, handler_configs(config));
-    for (const auto& rejected : loaded.rejected) {
-        log::error("plugin rejected: " + rejected.reason, {.file = rejected.file.string()});
-    }
-    metrics.plugin_load_failures(loaded.rejected.size());
-    std::vector<dispatch::HandlerEntry> entries;
-    for (auto& plugin : loaded.loaded) {
-        std::string types;
-        for (const auto& type : plugin.event_types) types += (types.empty() ? "" : ",") + type;
-        log::info("plugin loaded: handler " + plugin.handler_name + " for " + types + ", ABI " + plugin.abi,
-                  {.handler = plugin.handler_name, .file = plugin.file.string()});
-        entries.push_back(dispatch::HandlerEntry{plugin.handler_name, plugin.event_types, plugin.handler,
-                                                 config.handler(plugin.handler_name), plugin.file});
-    }
+void warn_about_unused_sections(const config::Config& config, const dispatch::HandlerSet& handlers) {
     for (const auto& [name, settings] : config.handlers) {
+        const auto& entries = handlers.entries();
         const bool present = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.name == name; });
         if (!present) log::warn("config has a section for handler " + name + " but no plugin provides it");
     }
-    if (entries.empty()) log::warn("no handler plugins loaded from " + config.plugins.dir + ": this host claims nothing");
-    return std::make_shared<const dispatch::HandlerSet>(std::move(entries));
+    if (handlers.entries().empty()) {
+        log::warn("no handler plugins loaded from " + config.plugins.dir +
+                  ": this host claims nothing until a plugin is deployed there");
+    }
 }
 
 bool schema_ready(const config::Config& config, bool migrate_first) {
@@ -76,6 +67,7 @@ int run_command(const config::Config& config, bool migrate_first) {
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     const std::string host_id = host_identity(config.outbox.host_id);
@@ -104,8 +96,11 @@ int run_command(const config::Config& config, bool migrate_first) {
 
     metrics::Metrics metrics;
     PrivateDir private_dir;
-    plugin::PluginLoader loader(private_dir.path());
-    auto handlers = load_handlers(config, loader, metrics);
+    plugin::PluginDirectory plugins(config.plugins.dir, private_dir.path(), handler_configs(config));
+    report_change(plugins.rescan(), metrics);
+    const SettingsLookup settings = [&config](const std::string& name) { return config.handler(name); };
+    auto handlers = handler_set_from(plugins.current(), settings);
+    warn_about_unused_sections(config, *handlers);
 
     auto runtime = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config, host_id), handlers, metrics);
 
@@ -126,6 +121,22 @@ int run_command(const config::Config& config, bool migrate_first) {
     }
 
     runtime->start();
+    db::OutageLog registry_outage;
+    fleet::FleetRegistry registry({config.database.url, host_id, OUTBOXD_VERSION, config.outbox.enabled,
+                                   std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
+                                                                       config.outbox.lease_duration / 3),
+                                   std::chrono::hours{24}},
+                                  registry_outage, runtime->current_handlers());
+    std::jthread registry_thread([&registry](std::stop_token stop) { registry.run(stop); });
+    // The watcher thread owns `plugins` from here on.
+    plugin::PluginWatcher watcher(config.plugins.dir, std::chrono::seconds{5}, [&] {
+        const plugin::DirectoryChange change = plugins.rescan();
+        report_change(change, metrics);
+        if (!change.routing_changed()) return;
+        runtime->set_handlers(handler_set_from(plugins.current(), settings));
+        registry.refresh();
+    });
+    std::jthread watcher_thread([&watcher](std::stop_token stop) { watcher.run(stop); });
     db::OutageLog retention_outage;
     std::jthread retention([&config, &retention_outage](std::stop_token stop) {
         lease::Retention(config.outbox.retention).run(config.database.url, retention_outage, std::chrono::minutes{1}, stop);
@@ -135,12 +146,19 @@ int run_command(const config::Config& config, bool migrate_first) {
               std::to_string(config.outbox.concurrency));
 
     int received = 0;
-    sigwait(&signals, &received);
+    while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
+        log::info("received SIGHUP: rescanning the plugin directory");
+        watcher.trigger();
+    }
     log::info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
               ": stopping claims and draining in-flight work");
+    watcher_thread.request_stop();
+    watcher_thread.join();
     retention.request_stop();
     retention.join();
     const bool clean = runtime->stop();
+    registry_thread.request_stop();
+    registry_thread.join();
     if (admin_server) admin_server->stop();
     log::info("outboxd stopped");
     spdlog::default_logger_raw()->flush();

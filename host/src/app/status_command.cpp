@@ -6,6 +6,7 @@
 #include "app/commands.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
+#include "fleet/fleet_registry.hpp"
 
 namespace outbox::app {
 namespace {
@@ -34,6 +35,34 @@ SELECT event_type, coalesce(last_error_code, '-'), count(*) FROM event_publicati
 WHERE status = 'REVIEW_REQUIRED' GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
 )SQL";
 
+void print_fleet(const fleet::FleetView& view) {
+    std::cout << "\nFLEET\n";
+    std::cout << std::setw(28) << "HOST" << std::setw(9) << "STATE" << std::setw(22) << "LAST HEARTBEAT"
+              << "HANDLERS (FILE, ABI)\n";
+    if (view.hosts.empty()) std::cout << "no host has registered yet\n";
+    for (const auto& host : view.hosts) {
+        std::string handlers;
+        for (const auto& h : host.handlers) {
+            handlers += (handlers.empty() ? "" : "; ") + h.handler + " (" + h.file + ", " + h.abi + ")";
+        }
+        if (!host.enabled) handlers = "[processing disabled] " + handlers;
+        std::cout << std::setw(28) << host.host_id << std::setw(9)
+                  << (host.live ? "live" : host.stopped ? "stopped" : "gone") << std::setw(22) << host.last_heartbeat_at
+                  << (handlers.empty() ? "-" : handlers) << "\n";
+    }
+    std::cout << "\nHANDLER MISMATCHES BETWEEN LIVE HOSTS\n";
+    if (view.mismatches.empty()) std::cout << "none\n";
+    for (const auto& mismatch : view.mismatches) {
+        std::cout << mismatch.event_type << ":\n";
+        for (const auto& [names, hosts] : mismatch.handler_sets) {
+            std::string handler_list, host_list;
+            for (const auto& n : names) handler_list += (handler_list.empty() ? "" : ",") + n;
+            for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
+            std::cout << "  handlers {" << handler_list << "} on " << host_list << "\n";
+        }
+    }
+}
+
 }  // namespace
 
 int status_command(const config::Config& config) {
@@ -59,6 +88,8 @@ int status_command(const config::Config& config) {
         for (const auto& row : review) {
             std::cout << std::setw(32) << row[0].c_str() << std::setw(24) << row[1].c_str() << row[2].c_str() << "\n";
         }
+        tx.commit();
+        print_fleet(fleet::read_fleet(*conn));
         return 0;
     } catch (const std::exception&) {
         std::cerr << "outboxd status: " << db::classify_db_error(std::current_exception()).describe()

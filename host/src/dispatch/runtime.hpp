@@ -40,6 +40,7 @@ public:
     /// handlers they were claimed for (their plugins stay loaded until then).
     void set_handlers(std::shared_ptr<const HandlerSet> handlers);
     [[nodiscard]] std::shared_ptr<const HandlerSet> handlers() const { return handlers_.get(); }
+    [[nodiscard]] const CurrentHandlers& current_handlers() const noexcept { return handlers_; }
 
     [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
     [[nodiscard]] std::size_t in_flight() const { return in_flight_.size(); }

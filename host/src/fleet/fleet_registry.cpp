@@ -92,6 +92,32 @@ FleetView read_fleet(pqxx::connection& conn) {
     return view;
 }
 
+nlohmann::json to_json(const FleetView& view) {
+    nlohmann::json hosts = nlohmann::json::array();
+    for (const auto& host : view.hosts) {
+        nlohmann::json handlers = nlohmann::json::array();
+        for (const auto& h : host.handlers) {
+            handlers.push_back({{"handler", h.handler}, {"event_types", h.event_types}, {"file", h.file}, {"abi", h.abi}});
+        }
+        hosts.push_back({{"host_id", host.host_id},
+                         {"version", host.version},
+                         {"state", host.live ? "live" : host.stopped ? "stopped" : "gone"},
+                         {"processing_enabled", host.enabled},
+                         {"started_at", host.started_at},
+                         {"last_heartbeat_at", host.last_heartbeat_at},
+                         {"handlers", handlers}});
+    }
+    nlohmann::json mismatches = nlohmann::json::array();
+    for (const auto& mismatch : view.mismatches) {
+        nlohmann::json sets = nlohmann::json::array();
+        for (const auto& [names, host_ids] : mismatch.handler_sets) {
+            sets.push_back({{"handlers", names}, {"hosts", host_ids}});
+        }
+        mismatches.push_back({{"event_type", mismatch.event_type}, {"handler_sets", sets}});
+    }
+    return {{"hosts", hosts}, {"mismatches", mismatches}};
+}
+
 void FleetRegistry::write(pqxx::connection& conn, bool stopping) {
     pqxx::nontransaction tx(conn);
     const double started =

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <pqxx/connection>
 
 #include "db/outage_log.hpp"
@@ -50,6 +51,10 @@ struct FleetView {
 
 /// Reads the registry. Hosts silent for more than 3 of their heartbeat intervals are gone.
 FleetView read_fleet(pqxx::connection& conn);
+
+/// {"hosts": [{host_id, version, state, started_at, last_heartbeat_at, handlers: [...]}],
+///  "mismatches": [{"event_type", "handler_sets": [{"handlers": [...], "hosts": [...]}]}]}
+nlohmann::json to_json(const FleetView& view);
 
 /// Keeps this host's row in outbox_host up to date: written at start, on every
 /// heartbeat_interval and whenever the handler set changes; marked stopped on a clean

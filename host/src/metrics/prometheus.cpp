@@ -92,6 +92,13 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         for (const auto& [handler, delay] : gauges->handler_oldest_delay_seconds) {
             w.sample("outbox_publications_oldest_delay_seconds", {{"handler", handler}}, number(delay));
         }
+        w.family("outbox_fleet_hosts", "gauge", "Hosts in the fleet registry, by state (live, stopped, gone).");
+        for (const auto& [state, count] : gauges->fleet_hosts) {
+            w.sample("outbox_fleet_hosts", {{"state", state}}, std::to_string(count));
+        }
+        w.family("outbox_fleet_handler_mismatches", "gauge",
+                 "Event types whose handler sets differ between live hosts (see GET /api/v1/admin/fleet).");
+        w.sample("outbox_fleet_handler_mismatches", {}, std::to_string(gauges->fleet_handler_mismatches));
     }
 
     w.family("outbox_publications_processed_total", "counter", "Event attempt outcomes stored by this host.");

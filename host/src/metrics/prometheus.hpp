@@ -16,6 +16,10 @@ struct DbGauges {
     double oldest_delay_seconds = 0;
     /// Per loaded handler: the same for events of a type it supports and has not consumed.
     std::map<std::string, double> handler_oldest_delay_seconds;
+    /// Hosts in the fleet registry by state (live, stopped, gone).
+    std::map<std::string, long long> fleet_hosts;
+    /// Event types whose handler sets differ between live hosts.
+    long long fleet_handler_mismatches = 0;
 };
 
 struct HostInfo {
