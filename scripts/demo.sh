@@ -46,17 +46,7 @@ fast_stop=0
 cleanup() {
   local status=$?
   trap - INT TERM
-  local i
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill -TERM "${pids[i]}" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 1 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  ((${#pids[@]} == 0)) || stop_processes 10 "${pids[@]}"
   if [[ -n "$pg_dir" ]]; then
     "$root/scripts/pg.sh" stop "$pg_dir" || true
   fi
@@ -75,10 +65,40 @@ trap on_interrupt INT TERM
 # Started in their own session, so a Ctrl-C in the terminal reaches only this script,
 # which then stops them in order.
 start_bg() {
-  local logfile=$1
+  local logfile=$1 pid shell
   shift
   setsid "$@" >"$logfile" 2>&1 &
-  pids+=("$!")
+  pid=$!
+  pids+=("$pid")
+  # Until the forked shell has exec'd, a signal sent to $pid would be taken by this
+  # script's trap in the child and lost: wait for the exec.
+  shell=$(readlink -f "$BASH")
+  for _ in $(seq 1 100); do
+    [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)" != "$shell" ]] && break
+    sleep 0.01
+  done
+}
+
+# Sends SIGTERM to the given processes and waits up to $1 seconds for them to exit (the
+# signal is repeated every 2 seconds), then kills what is left.
+stop_processes() {
+  local timeout=$1 pid waited=0 alive
+  shift
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+  while ((waited < timeout * 10)); do
+    alive=()
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    ((${#alive[@]} == 0)) && break
+    sleep 0.1 || true
+    waited=$((waited + 1))
+    if ((waited % 20 == 0)); then
+      for pid in "${alive[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    fi
+  done
+  for pid in "$@"; do
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -118,9 +138,14 @@ targets=(outboxd category_classification_plugin mission_log_forwarding_plugin ai
   outbox-example-app)
 if ! { cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_BUILD_PLUGINS=ON &&
   cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}"; } >"$work/build.log" 2>&1; then
+  ((stop_requested)) && { log "interrupted"; exit 130; }
   tail -n 40 "$work/build.log" >&2
   echo "demo: build failed; full output in $work/build.log" >&2
   exit 1
+fi
+if ((stop_requested)); then
+  log "interrupted"
+  exit 130
 fi
 outboxd=$build_dir/host/outboxd
 app=$build_dir/examples/outbox-example-app
@@ -219,8 +244,7 @@ done
 
 # --- stop: application first, then let the hosts finish what was published ------------------
 log "stopping the application; the hosts finish what was published (Ctrl-C again to skip)"
-for pid in "${app_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-for pid in "${app_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+stop_processes 10 "${app_pids[@]}"
 tail -q -n 1 "$work/register-websites.log" "$work/complete-missions.log" | sed 's/^/  /'
 
 unfinished() {
@@ -237,8 +261,7 @@ while ((!fast_stop && SECONDS - drain_started < 90)); do
 done
 
 log "stopping the outboxd hosts"
-for pid in "${host_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-for pid in "${host_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+stop_processes 30 "${host_pids[@]}"
 
 echo
 echo "=== summary after $((SECONDS - started))s (run tag $tag) ==="
