@@ -384,6 +384,10 @@ TEST(Config, MoreThanOneYamlDocumentIsRejected) {
     EXPECT_TRUE(contains(message, "one YAML document")) << message;
 }
 
+TEST(Config, ALoneCommaIsRefusedInsteadOfParsedAsEndlessEmptyDocuments) {
+    EXPECT_TRUE(contains(error_of(","), "one YAML document"));  // yaml-cpp's LoadAll never returns on it
+}
+
 TEST(Config, WrongShapesAreRejected) {
     const std::string map_for_scalar = error_of("outbox:\n  poll_interval: { value: 1s }\n");
     EXPECT_TRUE(

@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -49,8 +50,17 @@ std::string shown_value(std::string_view text) {
                       "): " + std::string(allowed));
 }
 
+// Key names and parser messages come from the file: control characters would break the
+// one-line error (or forge log lines), so they are shown as '?'.
+std::string one_line(std::string text) {
+    for (char& c : text) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    return text;
+}
+
 [[noreturn]] void fail_at(std::string_view key, std::string_view origin, std::string_view problem) {
-    throw ConfigError(std::string(key) + " (from " + std::string(origin) + "): " + std::string(problem));
+    throw ConfigError(one_line(std::string(key) + " (from " + std::string(origin) + "): " + std::string(problem)));
 }
 
 std::string lower(std::string_view text) {
@@ -355,17 +365,34 @@ HandlerSettings read_handler(const FileReader& file, const std::string& path, co
     return settings;
 }
 
+class IgnoreEvents final : public YAML::EventHandler {
+public:
+    void OnDocumentStart(const YAML::Mark&) override {}
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+};
+
 YAML::Node load_document(const std::string& yaml_text, const std::string& source) {
     try {
-        std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
-        if (documents.size() > 1) {
-            throw ConfigError(source + ": expected one YAML document, found " + std::to_string(documents.size()));
-        }
-        return documents.empty() ? YAML::Node() : documents.front();
+        // Count at most two documents before building one: yaml-cpp 0.7's LoadAll never
+        // ends on some malformed text (a lone "," is an endless run of empty documents).
+        std::istringstream in(yaml_text);
+        YAML::Parser parser(in);
+        IgnoreEvents ignore;
+        int documents = 0;
+        while (documents < 2 && parser.HandleNextDocument(ignore)) ++documents;
+        if (documents > 1) throw ConfigError(source + ": expected one YAML document, found more than one");
+        return documents == 0 ? YAML::Node() : YAML::Load(yaml_text);
     } catch (const YAML::Exception& e) {
         std::string where = source;
         if (!e.mark.is_null()) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-        throw ConfigError(where + ": YAML syntax error: " + e.msg);
+        throw ConfigError(one_line(where + ": YAML syntax error: " + e.msg));
     }
 }
 
