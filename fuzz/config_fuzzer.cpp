@@ -1,0 +1,61 @@
+// parse_config on arbitrary YAML text with an empty environment. A bad file may only ever
+// be a ConfigError whose message is one line; anything else escaping (a YAML library
+// exception, a crash, a sanitizer report) is a bug. An accepted file holds only values
+// inside the documented ranges.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.hpp"
+#include "fuzz_check.hpp"
+
+namespace {
+
+using std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+bool within(milliseconds value, milliseconds low, milliseconds high) { return value >= low && value <= high; }
+
+void check_accepted(const outbox::config::Config& config) {
+    const auto& o = config.outbox;
+    OUTBOX_FUZZ_CHECK(config.database.pool_size >= 1 && config.database.pool_size <= 256, "database.pool_size range");
+    OUTBOX_FUZZ_CHECK(within(o.poll_interval, 10ms, 1h), "outbox.poll_interval range");
+    OUTBOX_FUZZ_CHECK(o.batch_size >= 1 && o.batch_size <= 1000, "outbox.batch_size range");
+    OUTBOX_FUZZ_CHECK(within(o.lease_duration, 1s, 24h), "outbox.lease_duration range");
+    OUTBOX_FUZZ_CHECK(o.max_attempts >= 1 && o.max_attempts <= 1000, "outbox.max_attempts range");
+    OUTBOX_FUZZ_CHECK(within(o.initial_backoff, 0ms, 24h), "outbox.initial_backoff range");
+    OUTBOX_FUZZ_CHECK(within(o.max_backoff, o.initial_backoff, 7 * 24h), "outbox.max_backoff range");
+    OUTBOX_FUZZ_CHECK(o.concurrency >= 1 && o.concurrency <= 1024, "outbox.concurrency range");
+    OUTBOX_FUZZ_CHECK(within(o.shutdown_timeout, 0ms, 1h), "outbox.shutdown_timeout range");
+    OUTBOX_FUZZ_CHECK(config.admin.jwt_secret.empty(), "a JWT secret never comes from the file");
+    for (const auto& [name, handler] : config.handlers) {
+        const auto parsed = nlohmann::json::parse(handler.config_json, nullptr, false);
+        OUTBOX_FUZZ_CHECK(!parsed.is_discarded() && parsed.is_object(), "handler config is a JSON object");
+        OUTBOX_FUZZ_CHECK(handler.timeout > 0ms, "handler timeout is positive");
+        if (handler.max_concurrency) OUTBOX_FUZZ_CHECK(*handler.max_concurrency >= 1, "max_concurrency positive");
+        if (handler.rate_limit_per_second) {
+            OUTBOX_FUZZ_CHECK(*handler.rate_limit_per_second > 0, "rate_limit_per_second positive");
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string text(reinterpret_cast<const char*>(data), size);
+    const outbox::config::EnvLookup no_environment = [](const std::string&) -> std::optional<std::string> {
+        return std::nullopt;
+    };
+    try {
+        check_accepted(outbox::config::parse_config(text, "fuzz.yaml", no_environment));
+    } catch (const outbox::config::ConfigError& e) {
+        const std::string_view message = e.what();
+        OUTBOX_FUZZ_CHECK(!message.empty(), "a config error says something");
+        OUTBOX_FUZZ_CHECK(message.find('\n') == std::string_view::npos, "a config error is one line");
+    }
+    return 0;
+}
