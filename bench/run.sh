@@ -232,14 +232,14 @@ fi
 
 # ---- pgbench: the raw claim+complete ceiling -------------------------------------------
 
-# pgbench_ceiling KEY DESCRIPTION BATCH CLIENTS
+# pgbench_ceiling KEY DESCRIPTION BATCH CLIENTS [EVENTS]
 pgbench_ceiling() {
-  local key=$1 description=$2 batch=$3 clients=$4 run per_client out tps done_count line
-  per_client=$((n / batch / clients))
+  local key=$1 description=$2 batch=$3 clients=$4 events=${5:-$n} run per_client out tps done_count line
+  per_client=$((events / batch / clients))
   ((per_client > 0)) || { log "skipping $key: N too small"; return 0; }
   for ((run = 1; run <= runs; run++)); do
     fresh_db bench_run bench_template
-    load_events bench_run BenchNoop "$n"
+    load_events bench_run BenchNoop "$events"
     out=$("$tool" cpu --postmaster "$postmaster" -- pgbench -n -M prepared -c "$clients" -j "$clients" \
       -t "$per_client" -D batch="$batch" -f "$root/bench/sql/claim_complete.sql" "$base/bench_run" 2>&1) ||
       { echo "$out" >&2; exit 1; }
@@ -261,7 +261,11 @@ pgbench_ceiling() {
 if want pgbench; then
   pgbench_ceiling pgbench-claim100-c2 "raw SQL (pgbench) claim 100 + complete, 2 clients" 100 2
   pgbench_ceiling pgbench-claim100-c4 "raw SQL (pgbench) claim 100 + complete, 4 clients" 100 4
-  pgbench_ceiling pgbench-claim1-c2 "raw SQL (pgbench) claim 1 + complete, 2 clients" 1 2
+  # One commit per claim and per completion: bound by the disk's flush rate, so fewer
+  # events give the same rate in much less time.
+  claim1_events=$((n < 5000 ? n : 5000))
+  pgbench_ceiling pgbench-claim1-c2 "raw SQL (pgbench) claim 1 + complete, 2 clients, N=$claim1_events" 1 2 \
+    "$claim1_events"
 fi
 
 # ---- peers --------------------------------------------------------------------------
@@ -304,10 +308,11 @@ fi
 
 # ---- growth: a table full of old rows ----------------------------------------------------
 
-# The plan of the claim statement exactly as outboxd sends it, logged by auto_explain
-# (EXPLAIN ANALYZE, BUFFERS) while one host drains 20,000 events; of the claims that got
-# events, the middle one is shown.
-claim_plan() {
+# The plans of outboxd's statements exactly as it sends them, logged by auto_explain
+# (EXPLAIN ANALYZE, BUFFERS) while one tuned host drains 20,000 events: the claim (of the
+# claims that got events, the middle one) and the statement that stores outcomes (the
+# slowest one).
+statement_plans() {
   local template=$1 label=$2 offset
   fresh_db bench_plan "$template"
   sql postgres "ALTER DATABASE bench_plan SET session_preload_libraries = 'auto_explain'"
@@ -318,16 +323,33 @@ claim_plan() {
   start_hosts "plan-$label" bench_plan noop 1 -- "${tuned_env[@]}"
   "$tool" drain --url "$base/bench_plan" --type BenchNoop --n 20000 >/dev/null
   stop_hosts
-  tail -n +"$((offset + 1))" "$pg_dir/log" | awk '
-    /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] / { flush(); capture = ($0 ~ /plan:$/); next }
+  tail -n +"$((offset + 1))" "$pg_dir/log" >"$work/plan-$label.log"
+  extract_plan claim middle <"$work/plan-$label.log" >"$results_dir/plan-$label-claim.txt" ||
+    log "no claim plan found in the server log for $label"
+  extract_plan finish slowest <"$work/plan-$label.log" >"$results_dir/plan-$label-finish.txt" ||
+    log "no finish plan found in the server log for $label"
+}
+
+# extract_plan claim|finish middle|slowest < server log: one auto_explain entry, from its
+# duration line to the end of its plan, without the query text.
+extract_plan() {
+  awk -v kind="$1" -v pick="$2" '
+    /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] / {
+      flush(); capture = ($0 ~ /plan:$/)
+      if (capture) { duration = $0; sub(/.*duration: /, "", duration); sub(/ ms.*/, "", duration) }
+      next
+    }
     capture { entry = entry $0 "\n" }
-    # Keeps claims that got events: the top node of the plan (its first line with a cost) shows rows > 0.
-    function flush(   n, lines, i) {
-      if (entry ~ /SKIP LOCKED/ && entry ~ /RETRY_WAIT/ && entry ~ /claimed/) {
+    # Keeps the statements of this kind that touched events: the top node of the plan (its
+    # first line with a cost) shows rows > 0.
+    function flush(   n, lines, i, wanted) {
+      if (kind == "claim") wanted = entry ~ /SKIP LOCKED/ && entry ~ /RETRY_WAIT/ && entry ~ /claimed/
+      else wanted = entry ~ /INSERT INTO event_consumption/ && entry ~ /unnest/
+      if (wanted) {
         n = split(entry, lines, "\n")
         for (i = 1; i <= n; i++) {
           if (lines[i] ~ /\(cost=/) {
-            if (lines[i] !~ / rows=0 loops/) plans[++count] = entry
+            if (lines[i] !~ / rows=0 loops/) { plans[++count] = entry; durations[count] = duration + 0 }
             break
           }
         }
@@ -337,15 +359,18 @@ claim_plan() {
     END {
       flush()
       if (count == 0) exit 1
+      chosen = int((count + 1) / 2)
+      if (pick == "slowest") for (i = 1; i <= count; i++) if (durations[i] > durations[chosen]) chosen = i
+      printf "(%s of %d; %.1f ms)\n", pick, count, durations[chosen]
       # Only the plan: from the first node line (every node carries its cost) to the end.
-      split(plans[int((count + 1) / 2)], lines, "\n")
+      split(plans[chosen], lines, "\n")
       for (i = 1; i in lines; i++) {
         if (!started && lines[i] !~ /\(cost=/) continue
         started = 1
         sub(/^\t/, "", lines[i])
         if (lines[i] != "") print lines[i]
       }
-    }' >"$results_dir/claim-plan-$label.txt" || log "no claim plan found in the server log for $label"
+    }'
 }
 
 if want growth; then
@@ -367,8 +392,8 @@ if want growth; then
     noop BenchNoop 1 bench_template "${tuned_env[@]}"
   outboxd_throughput growth-filled "growth: same, table holds 1M COMPLETED + 100k REVIEW" \
     noop BenchNoop 1 bench_growth "${tuned_env[@]}"
-  claim_plan bench_template empty
-  claim_plan bench_growth growth
+  statement_plans bench_template empty
+  statement_plans bench_growth growth
 fi
 
 # ---- several hosts on one database -----------------------------------------------------
@@ -382,9 +407,10 @@ fi
 
 record note load "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes the figures noisy)." ""
 "$tool" report "$results" | tee "$results_dir/report.txt"
-for plan in "$results_dir"/claim-plan-*.txt; do
+for plan in "$results_dir"/plan-*.txt; do
   [[ -e "$plan" ]] || continue
-  printf '\nClaim query plan (%s):\n' "$(basename "$plan" .txt | sed 's/claim-plan-//')"
-  cat "$plan"
+  name=$(basename "$plan" .txt)
+  printf '\nPlan of the %s statement, %s table %s\n' "${name##*-}" "$(cut -d- -f2 <<<"$name")" "$(head -n 1 "$plan")"
+  tail -n +2 "$plan"
 done | tee -a "$results_dir/report.txt"
 log "table, records and logs: $results_dir"

@@ -16,12 +16,14 @@ export function parseArgs(argv) {
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// utime + stime of a process in seconds (Linux reports them in USER_HZ = 100 ticks/s).
-function cpuSeconds(pid) {
+// utime + stime of a process in seconds (Linux reports them in USER_HZ = 100 ticks/s); with
+// reapedChildren, also what its children that already exited used (cutime + cstime).
+function cpuSeconds(pid, reapedChildren = false) {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ').map(Number);
+    const own = fields[11] + fields[12];
+    return (reapedChildren ? own + fields[13] + fields[14] : own) / 100;
   } catch {
     return 0;
   }
@@ -36,10 +38,10 @@ function parentOf(pid) {
   }
 }
 
-/** CPU seconds of the postmaster and every process it started. */
+/** CPU seconds of the postmaster and every process it started, exited ones included. */
 export function clusterCpuSeconds(postmaster) {
   if (!postmaster) return 0;
-  let total = cpuSeconds(postmaster);
+  let total = cpuSeconds(postmaster, true);
   for (const name of readdirSync('/proc')) {
     if (/^\d+$/.test(name) && parentOf(Number(name)) === postmaster) total += cpuSeconds(Number(name));
   }

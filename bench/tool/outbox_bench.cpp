@@ -79,8 +79,9 @@ long long micros_since_epoch(Clock::time_point t) {
 
 // ---- /proc sampling -------------------------------------------------------------------
 
-// utime + stime of one process (all its threads), in seconds; 0 when it is gone.
-double cpu_seconds(int pid) {
+// utime + stime of one process (all its threads), in seconds; 0 when it is gone. With
+// `reaped_children`, also what its children that already exited used (cutime + cstime).
+double cpu_seconds(int pid, bool reaped_children = false) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
     std::string text;
     if (!std::getline(in, text)) return 0;
@@ -89,15 +90,11 @@ double cpu_seconds(int pid) {
     if (close == std::string::npos) return 0;
     std::istringstream rest(text.substr(close + 2));
     std::string field;
-    unsigned long long utime = 0, stime = 0;
-    for (int index = 3; rest >> field; ++index) {
-        if (index == 14) utime = std::stoull(field);
-        if (index == 15) {
-            stime = std::stoull(field);
-            break;
-        }
+    unsigned long long ticks = 0;
+    for (int index = 3; rest >> field && index <= 17; ++index) {
+        if (index == 14 || index == 15 || (reaped_children && (index == 16 || index == 17))) ticks += std::stoull(field);
     }
-    return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 int parent_of(int pid) {
@@ -113,10 +110,11 @@ int parent_of(int pid) {
     return ppid;
 }
 
-// The postmaster and every process it started (backends, checkpointer, WAL writer, ...).
+// The postmaster and every process it started (backends, checkpointer, WAL writer, ...),
+// including backends that already exited (their time moved to the postmaster's children).
 double cluster_cpu_seconds(int postmaster) {
     if (postmaster <= 0) return 0;
-    double total = cpu_seconds(postmaster);
+    double total = cpu_seconds(postmaster, true);
     for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
         const std::string name = entry.path().filename().string();
         if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
