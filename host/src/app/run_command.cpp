@@ -121,12 +121,11 @@ int run_command(const config::Config& config, bool migrate_first) {
     }
 
     runtime->start();
-    db::OutageLog registry_outage;
     fleet::FleetRegistry registry({config.database.url, host_id, OUTBOXD_VERSION, config.outbox.enabled,
                                    std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
                                                                        config.outbox.lease_duration / 3),
                                    std::chrono::hours{24}},
-                                  registry_outage, runtime->current_handlers());
+                                  runtime->outage(), runtime->current_handlers());
     std::jthread registry_thread([&registry](std::stop_token stop) { registry.run(stop); });
     // The watcher thread owns `plugins` from here on.
     plugin::PluginWatcher watcher(config.plugins.dir, std::chrono::seconds{5}, [&] {
@@ -137,9 +136,8 @@ int run_command(const config::Config& config, bool migrate_first) {
         registry.refresh();
     });
     std::jthread watcher_thread([&watcher](std::stop_token stop) { watcher.run(stop); });
-    db::OutageLog retention_outage;
-    std::jthread retention([&config, &retention_outage](std::stop_token stop) {
-        lease::Retention(config.outbox.retention).run(config.database.url, retention_outage, std::chrono::minutes{1}, stop);
+    std::jthread retention([&config, &runtime](std::stop_token stop) {
+        lease::Retention(config.outbox.retention).run(config.database.url, runtime->outage(), std::chrono::minutes{1}, stop);
     });
     log::info("outboxd " OUTBOXD_VERSION " started as " + host_id + " with " +
               std::to_string(handlers->entries().size()) + " handler(s), concurrency " +

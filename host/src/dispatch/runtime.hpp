@@ -41,6 +41,9 @@ public:
     void set_handlers(std::shared_ptr<const HandlerSet> handlers);
     [[nodiscard]] std::shared_ptr<const HandlerSet> handlers() const { return handlers_.get(); }
     [[nodiscard]] const CurrentHandlers& current_handlers() const noexcept { return handlers_; }
+    /// The host's one outage log: other components report through it too, so an outage is
+    /// one line however many threads notice it.
+    [[nodiscard]] db::OutageLog& outage() noexcept { return outage_; }
 
     [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
     [[nodiscard]] std::size_t in_flight() const { return in_flight_.size(); }

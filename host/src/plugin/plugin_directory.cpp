@@ -38,15 +38,32 @@ DirectoryChange PluginDirectory::rescan() {
     last_directory_problem_.reset();
 
     std::map<fs::path, Version> present;
+    std::map<fs::path, std::string> unusable;
     std::error_code ec;
     for (const auto& item : fs::directory_iterator(dir_, ec)) {
         if (item.path().extension() != ".so") continue;
         struct stat st {};
-        if (::stat(item.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (::stat(item.path().c_str(), &st) != 0) {
+            unusable[item.path().filename()] = "cannot be read (a dangling symbolic link?)";
+            continue;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            unusable[item.path().filename()] = "is not a regular file";
+            continue;
+        }
         present[item.path().filename()] =
             Version{st.st_ino, static_cast<std::uintmax_t>(st.st_size),
                     static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec};
     }
+
+    // Entries named *.so that are not files: reported once each, until they change.
+    for (const auto& [name, problem] : unusable) {
+        const auto known = unusable_.find(name);
+        if (known == unusable_.end() || known->second != problem) {
+            change.rejected.push_back({dir_ / name, name.string() + ": " + problem});
+        }
+    }
+    unusable_ = std::move(unusable);
 
     // Files that are gone: their handlers stop being routed to.
     for (auto it = files_.begin(); it != files_.end();) {

@@ -63,6 +63,7 @@ private:
     HandlerConfigs configs_;
     PluginLoader loader_;
     std::map<std::filesystem::path, Entry> files_;  // by file name
+    std::map<std::filesystem::path, std::string> unusable_;  // *.so entries that are not files
     std::vector<LoadedPlugin> retired_;
     std::optional<std::string> last_directory_problem_;
 };
