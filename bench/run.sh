@@ -11,8 +11,9 @@
 #   --runs R           runs per figure; the table shows the median and min–max (default 3)
 #   --latency-seconds  how long each latency run publishes 50 events/s (default 20)
 #   --growth           also: the table pre-filled with 1,000,000 COMPLETED (with their
-#                      consumption rows) and 100,000 REVIEW_REQUIRED rows, and the claim
-#                      query's plan on the empty and the pre-filled table
+#                      consumption rows) and 100,000 REVIEW_REQUIRED rows, and the plans of
+#                      the claim and of the outcome-storing statement on the empty and the
+#                      pre-filled table
 #   --hosts            also: 1, 2 and 4 outboxd hosts on one database
 #   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
 #   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts
@@ -20,7 +21,8 @@
 # Builds outboxd, the bench plugins and the outbox_bench helper in Release mode into
 # OUTBOX_BENCH_BUILD_DIR (default build-bench/). The peers are installed from the npm
 # registry into a temporary folder (versions pinned in bench/peers/package.json). The
-# table, the raw records and every process log are left in <build dir>/bench-results/.
+# table, the raw records and every process log (PostgreSQL's too) are left in
+# <build dir>/bench-results/.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,6 +91,7 @@ host_pids=()
 cleanup() {
   local pid
   for pid in "${host_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  cp "$pg_dir/log" "$results_dir/logs/postgresql.log" 2>/dev/null || true
   "$root/scripts/pg.sh" stop "$pg_dir" || true
   rm -rf "$work"
 }
