@@ -8,6 +8,7 @@
 #include <string>
 
 #include <pqxx/connection>
+#include <pqxx/nontransaction>
 
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
@@ -25,7 +26,12 @@ inline bool sleep_for(std::chrono::milliseconds delay, std::stop_token stop) {
 }
 
 /// A background component's own connection: opened on demand, dropped when broken, and
-/// re-opened with backoff. Database failures are classified in db::classify_db_error and
+/// re-opened with backoff. It carries only lease bookkeeping (claims, outcomes, heartbeats,
+/// rescues, the fleet registry), so it commits asynchronously: a PostgreSQL crash can lose
+/// the last few milliseconds of bookkeeping, which only means those events are delivered
+/// again. Everything that must survive a crash commits synchronously elsewhere: publishing
+/// (the application's transaction) and a handler's effects with its consumption row (whose
+/// WAL flush also makes every earlier bookkeeping record durable). Database failures are classified in db::classify_db_error and
 /// reported once per outage through the host's OutageLog.
 class DbSession {
 public:
@@ -41,6 +47,7 @@ public:
             if (!conn_ || !conn_->is_open()) {
                 connected_at_ = std::chrono::steady_clock::now();
                 conn_ = db::open_connection(url_);
+                pqxx::nontransaction(*conn_).exec("SET synchronous_commit = off");
             }
             work(*conn_);
             outage_.succeeded(connected_at_);
