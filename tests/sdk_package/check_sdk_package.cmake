@@ -1,0 +1,30 @@
+# Installs this build into a scratch prefix, builds tests/sdk_package/plugin against the
+# installed OutboxSdk package alone, and checks the result loads in the installed outboxd.
+# Arguments: -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=...
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "failed (${code}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+foreach(required bin/outboxd include/outbox/sdk.hpp include/outbox/publisher.hpp
+                 lib/cmake/OutboxSdk/OutboxSdkConfig.cmake share/outboxd/migrations/V1__outbox_schema.sql)
+  if(NOT EXISTS "${WORK_DIR}/prefix/${required}")
+    message(FATAL_ERROR "cmake --install did not install ${required}")
+  endif()
+endforeach()
+run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/sdk_package/plugin" -B "${WORK_DIR}/build"
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+file(MAKE_DIRECTORY "${WORK_DIR}/plugins")
+file(COPY "${WORK_DIR}/build/liboutside_team.so" DESTINATION "${WORK_DIR}/plugins")
+run("${WORK_DIR}/prefix/bin/outboxd" plugins check "${WORK_DIR}/plugins")
+if(NOT last_output MATCHES "outside-team" OR NOT last_output MATCHES "OK")
+  message(FATAL_ERROR "the installed outboxd did not accept the plugin:\n${last_output}")
+endif()
+message(STATUS "plugin built against the installed SDK loads:\n${last_output}")
+file(REMOVE_RECURSE "${WORK_DIR}")
