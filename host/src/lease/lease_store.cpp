@@ -63,6 +63,11 @@ SELECT EXISTS (SELECT 1 FROM event_publication
                  AND event_type = ANY($1::text[]))
 )SQL";
 
+// The batch statements fence on lease_token alone: a row has a token if and only if it is
+// PROCESSING (CHECK event_publication_lease_check), and naming status = 'PROCESSING' here
+// lets the planner walk the whole lease partial index once per batch instead of looking
+// each event up by its key, which on a large, freshly analyzed table costs seconds.
+//
 // Finish: one statement for a whole batch of mixed outcomes. The consumption rows of
 // handlers that did not use ctx.db() are inserted only for events whose fenced update applied.
 constexpr const char* kFinishSql = R"SQL(
@@ -79,7 +84,7 @@ WITH input AS (
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
         version = e.version + 1, updated_at = now()
     FROM input i
-    WHERE e.event_id = i.event_id AND e.status = 'PROCESSING' AND e.lease_token = i.lease_token
+    WHERE e.event_id = i.event_id AND e.lease_token = i.lease_token
     RETURNING e.event_id, i.lease_token
 ), consumed AS (
     INSERT INTO event_consumption (event_id, handler_name)
@@ -94,7 +99,7 @@ constexpr const char* kExtendSql = R"SQL(
 UPDATE event_publication e
 SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
 FROM unnest($1::uuid[], $2::uuid[]) AS h(event_id, lease_token)
-WHERE e.event_id = h.event_id AND e.status = 'PROCESSING' AND e.lease_token = h.lease_token
+WHERE e.event_id = h.event_id AND e.lease_token = h.lease_token
 RETURNING e.lease_token::text
 )SQL";
 
@@ -105,7 +110,7 @@ SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
 FROM unnest($1::uuid[], $2::uuid[]) AS r(event_id, lease_token)
-WHERE e.event_id = r.event_id AND e.status = 'PROCESSING' AND e.lease_token = r.lease_token
+WHERE e.event_id = r.event_id AND e.lease_token = r.lease_token
 )SQL";
 
 // Rescue: SKIP LOCKED so that hosts rescuing at the same moment split the work, and a row
