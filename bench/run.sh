@@ -124,18 +124,21 @@ OUTBOX_DATABASE_URL=$base/bench_template "$outboxd" migrate >"$results_dir/logs/
 sql bench_template "CREATE TABLE bench_effect (event_id uuid PRIMARY KEY, written_at timestamptz NOT NULL DEFAULT now())"
 
 # What one client gets from the disk: every commit waits for a WAL flush (fsync is on), so
-# this bounds the figures where each event costs a commit of its own.
-sql bench_template "CREATE TABLE commit_probe (id bigint)"
-printf 'INSERT INTO commit_probe VALUES (1);\n' >"$work/commit_probe.sql"
-commits_per_s=$(pgbench -n -c 1 -T 3 -f "$work/commit_probe.sql" "$base/bench_template" 2>/dev/null |
-  sed -n 's/^tps = \([0-9]*\).*/\1/p')
-sql bench_template "DROP TABLE commit_probe"
+# this bounds the figures where each event costs a commit of its own. Measured at the start
+# and at the end: on a shared machine it changes.
+commit_rate() {
+  fresh_db bench_probe
+  sql bench_probe "CREATE TABLE commit_probe (id bigint)"
+  printf 'INSERT INTO commit_probe VALUES (1);\n' >"$work/commit_probe.sql"
+  pgbench -n -c 1 -T 3 -f "$work/commit_probe.sql" "$base/bench_probe" 2>/dev/null | sed -n 's/^tps = \([0-9]*\).*/\1/p'
+}
+commits_at_start=$(commit_rate)
 revision=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n "$(git -C "$root" status --porcelain -- host sdk migrations 2>/dev/null)" ]]; then
   revision+=" with uncommitted changes to host/, sdk/ or migrations/"
 fi
 record meta title "N = $n events per throughput run, PostgreSQL $pg_version (defaults, fsync on), $(nproc) cores, outboxd at $revision" ""
-record meta machine "Machine: one client commits ${commits_per_s:-?} single-row transactions/s (WAL flush bound); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" ""
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- outboxd ------------------------------------------------------------------------
 
@@ -172,103 +175,115 @@ stop_hosts() {
 
 # Warnings and errors the hosts logged, for the notes under the table.
 count_log_problems() {
-  local label=$1 problems
-  problems=$(cat "$results_dir/logs/$label"-host*.log | grep -cE '^[^ ]+ (warn|error) ' || true)
-  if ((problems > 0)); then
-    record note "$label" "$label: outboxd logged $problems warning/error line(s); see bench-results/logs/$label-host*.log" ""
-  fi
+  local logfile problems
+  for logfile in "$results_dir"/logs/*-host*.log; do
+    [[ -e "$logfile" ]] || continue
+    problems=$(grep -cE '^[^ ]+ (warn|error) ' "$logfile" || true)
+    if ((problems > 0)); then
+      record note "$(basename "$logfile")" "outboxd logged $problems warning/error line(s) in bench-results/logs/$(basename "$logfile")" ""
+    fi
+  done
 }
+
+# Each scenario function below measures one run (the global $run); the main loop runs every
+# scenario once per round, so a machine whose speed drifts (other work, a shared disk)
+# affects every system alike instead of whichever happened to run last.
 
 # outboxd_throughput KEY DESCRIPTION KIND TYPE HOSTS TEMPLATE [ENV=VALUE...]
 outboxd_throughput() {
-  local key=$1 description=$2 kind=$3 type=$4 hosts=$5 template=$6 run line pid_args=() pid
+  local key=$1 description=$2 kind=$3 type=$4 hosts=$5 template=$6 line pid_args=() pid
   shift 6
-  for ((run = 1; run <= runs; run++)); do
-    fresh_db bench_run "$template"
-    start_hosts "$key" bench_run "$kind" "$hosts" -- "$@"
-    pid_args=()
-    for pid in "${host_pids[@]}"; do pid_args+=(--pid "$pid"); done
-    line=$("$tool" drain --url "$base/bench_run" --type "$type" --n "$n" --postmaster "$postmaster" "${pid_args[@]}")
-    stop_hosts
-    record tp "$key" "$description" "$line"
-    log "$description, run $run/$runs: $line"
-  done
-  count_log_problems "$key"
+  fresh_db bench_run "$template"
+  start_hosts "$key" bench_run "$kind" "$hosts" -- "$@"
+  for pid in "${host_pids[@]}"; do pid_args+=(--pid "$pid"); done
+  line=$("$tool" drain --url "$base/bench_run" --type "$type" --n "$n" --postmaster "$postmaster" "${pid_args[@]}")
+  stop_hosts
+  record tp "$key" "$description" "$line"
+  log "$description, run $run/$runs: $line"
 }
 
 # outboxd_latency KEY DESCRIPTION [ENV=VALUE...]
 outboxd_latency() {
-  local key=$1 description=$2 run starts commits config line rss
+  local key=$1 description=$2 starts commits config line rss
   shift 2
-  for ((run = 1; run <= runs; run++)); do
-    fresh_db bench_run bench_template
-    starts=$work/$key-$run.starts
-    commits=$work/$key-$run.commits
-    config=$work/$key.yaml
-    printf 'handlers:\n  bench-latency:\n    config: { output: "%s" }\n' "$starts" >"$config"
-    start_hosts "$key" bench_run latency 1 --config "$config" -- "$@"
-    "$tool" publish --url "$base/bench_run" --type BenchLatency --rate "$latency_rate" --seconds "$latency_seconds" \
-      --commits "$commits" >/dev/null
-    sleep 1
-    rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/${host_pids[0]}/status")
-    stop_hosts
-    # The first second is the warm-up.
-    line="$("$tool" stats --starts "$starts" --commits "$commits" --skip "$latency_rate") rss_kib=$rss"
-    record lat "$key" "$description" "$line"
-    log "$description, run $run/$runs: $line"
-  done
-  count_log_problems "$key"
+  fresh_db bench_run bench_template
+  starts=$work/$key-$run.starts
+  commits=$work/$key-$run.commits
+  config=$work/$key.yaml
+  printf 'handlers:\n  bench-latency:\n    config: { output: "%s" }\n' "$starts" >"$config"
+  start_hosts "$key" bench_run latency 1 --config "$config" -- "$@"
+  "$tool" publish --url "$base/bench_run" --type BenchLatency --rate "$latency_rate" --seconds "$latency_seconds" \
+    --commits "$commits" >/dev/null
+  sleep 1
+  rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/${host_pids[0]}/status")
+  stop_hosts
+  # The first second is the warm-up.
+  line="$("$tool" stats --starts "$starts" --commits "$commits" --skip "$latency_rate") rss_kib=$rss"
+  record lat "$key" "$description" "$line"
+  log "$description, run $run/$runs: $line"
 }
 
+scenarios=()
 if want outboxd; then
-  outboxd_throughput outboxd-default "outboxd defaults (concurrency 8, batch 20), no-op" \
-    noop BenchNoop 1 bench_template
-  outboxd_throughput outboxd-tuned "outboxd tuned ($tuned_text), no-op" noop BenchNoop 1 bench_template "${tuned_env[@]}"
-  outboxd_throughput outboxd-write-default "outboxd defaults, handler writes 1 row via ctx.db()" \
-    write BenchWrite 1 bench_template
-  outboxd_throughput outboxd-write-tuned "outboxd tuned + pool_size 64, writes 1 row via ctx.db()" \
-    write BenchWrite 1 bench_template "${tuned_env[@]}" OUTBOX_DB_POOL_SIZE=64
+  s_outboxd_default() {
+    outboxd_throughput outboxd-default "outboxd defaults (concurrency 8, batch 20), no-op" noop BenchNoop 1 bench_template
+  }
+  s_outboxd_tuned() {
+    outboxd_throughput outboxd-tuned "outboxd tuned ($tuned_text), no-op" noop BenchNoop 1 bench_template \
+      "${tuned_env[@]}"
+  }
+  s_outboxd_write_default() {
+    outboxd_throughput outboxd-write-default "outboxd defaults, handler writes 1 row via ctx.db()" \
+      write BenchWrite 1 bench_template
+  }
+  s_outboxd_write_tuned() {
+    outboxd_throughput outboxd-write-tuned "outboxd tuned + pool_size 64, writes 1 row via ctx.db()" \
+      write BenchWrite 1 bench_template "${tuned_env[@]}" OUTBOX_DB_POOL_SIZE=64
+  }
+  scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_write_default s_outboxd_write_tuned)
 fi
 if want latency; then
-  outboxd_latency outboxd-default "outboxd defaults, $latency_rate events/s offered"
+  s_outboxd_latency() { outboxd_latency outboxd-default "outboxd defaults, $latency_rate events/s offered"; }
+  scenarios+=(s_outboxd_latency)
 fi
 
 # ---- pgbench: the raw claim+complete ceiling -------------------------------------------
 
 # pgbench_ceiling KEY DESCRIPTION BATCH CLIENTS [EVENTS]
 pgbench_ceiling() {
-  local key=$1 description=$2 batch=$3 clients=$4 events=${5:-$n} run per_client out tps done_count line
+  local key=$1 description=$2 batch=$3 clients=$4 events=${5:-$n} per_client out tps done_count line
   per_client=$((events / batch / clients))
   ((per_client > 0)) || { log "skipping $key: N too small"; return 0; }
-  for ((run = 1; run <= runs; run++)); do
-    fresh_db bench_run bench_template
-    load_events bench_run BenchNoop "$events"
-    out=$("$tool" cpu --postmaster "$postmaster" -- pgbench -n -M prepared -c "$clients" -j "$clients" \
-      -t "$per_client" -D batch="$batch" -f "$root/bench/sql/claim_complete.sql" "$base/bench_run" 2>&1) ||
-      { echo "$out" >&2; exit 1; }
-    echo "$out" >>"$results_dir/logs/$key.log"
-    tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
-    done_count=$(sql bench_run "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'")
-    if ((done_count != per_client * clients * batch)); then
-      echo "run.sh: $key completed $done_count events, expected $((per_client * clients * batch))" >&2
-      exit 1
-    fi
-    line=$(awk -v tps="$tps" -v batch="$batch" -v done="$done_count" '
-      /^cpu_cmd_s=/ { split($1, c, "="); split($2, p, "=");
-        printf "n=%d eps=%.0f cpu_host_s=%s cpu_pg_s=%s rss_kib=0", done, tps * batch, c[2], p[2] }' <<<"$out")
-    record tp "$key" "$description" "$line"
-    log "$description, run $run/$runs: $line"
-  done
+  fresh_db bench_run bench_template
+  load_events bench_run BenchNoop "$events"
+  out=$("$tool" cpu --postmaster "$postmaster" -- pgbench -n -M prepared -c "$clients" -j "$clients" \
+    -t "$per_client" -D batch="$batch" -f "$root/bench/sql/claim_complete.sql" "$base/bench_run" 2>&1) ||
+    { echo "$out" >&2; exit 1; }
+  echo "$out" >>"$results_dir/logs/$key.log"
+  tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
+  done_count=$(sql bench_run "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'")
+  if ((done_count != per_client * clients * batch)); then
+    echo "run.sh: $key completed $done_count events, expected $((per_client * clients * batch))" >&2
+    exit 1
+  fi
+  line=$(awk -v tps="$tps" -v batch="$batch" -v done="$done_count" '
+    /^cpu_cmd_s=/ { split($1, c, "="); split($2, p, "=");
+      printf "n=%d eps=%.0f cpu_host_s=%s cpu_pg_s=%s rss_kib=0", done, tps * batch, c[2], p[2] }' <<<"$out")
+  record tp "$key" "$description" "$line"
+  log "$description, run $run/$runs: $line"
 }
 
 if want pgbench; then
-  pgbench_ceiling pgbench-claim100-c2 "raw SQL (pgbench) claim 100 + complete, 2 clients" 100 2
-  pgbench_ceiling pgbench-claim100-c4 "raw SQL (pgbench) claim 100 + complete, 4 clients" 100 4
+  s_claim100_c2() { pgbench_ceiling pgbench-claim100-c2 "raw SQL (pgbench) claim 100 + complete, 2 clients" 100 2; }
+  s_claim100_c4() { pgbench_ceiling pgbench-claim100-c4 "raw SQL (pgbench) claim 100 + complete, 4 clients" 100 4; }
   # One commit per claim and per completion: bound by the disk's flush rate, so fewer
   # events give the same rate in much less time.
   claim1_events=$((n < 5000 ? n : 5000))
-  pgbench_ceiling pgbench-claim1-c2 "raw SQL (pgbench) claim 1 + complete, 2 clients, N=$claim1_events" 1 2 \
-    "$claim1_events"
+  s_claim1_c2() {
+    pgbench_ceiling pgbench-claim1-c2 "raw SQL (pgbench) claim 1 + complete, 2 clients, N=$claim1_events" 1 2 \
+      "$claim1_events"
+  }
+  scenarios+=(s_claim100_c2 s_claim100_c4 s_claim1_c2)
 fi
 
 # ---- peers --------------------------------------------------------------------------
@@ -283,29 +298,39 @@ if want peers; then
 
   # peer KEY DESCRIPTION DRIVER MODE ARGS... — each run in a new, empty database
   peer() {
-    local key=$1 description=$2 driver=$3 mode=$4 run line kind=tp
+    local key=$1 description=$2 driver=$3 mode=$4 line kind=tp
     shift 4
     [[ "$mode" == latency ]] && kind=lat
-    for ((run = 1; run <= runs; run++)); do
-      fresh_db bench_peer
-      line=$(cd "$work" && NO_LOG_SUCCESS=1 node "$driver" "$mode" --url "$base/bench_peer" --postmaster "$postmaster" "$@" \
-        2>>"$results_dir/logs/$key.log" | tail -n 1)
-      [[ "$line" == n=* ]] || { echo "run.sh: $key failed; see $results_dir/logs/$key.log" >&2; exit 1; }
-      record "$kind" "$key" "$description" "$line"
-      log "$description, run $run/$runs: $line"
-    done
+    fresh_db bench_peer
+    line=$(cd "$work" && NO_LOG_SUCCESS=1 node "$driver" "$mode" --url "$base/bench_peer" --postmaster "$postmaster" "$@" \
+      2>>"$results_dir/logs/$key.log" | tail -n 1)
+    [[ "$line" == n=* ]] || { echo "run.sh: $key failed; see $results_dir/logs/$key.log" >&2; exit 1; }
+    record "$kind" "$key" "$description" "$line"
+    log "$description, run $run/$runs: $line"
   }
-  peer graphile-default "graphile-worker $graphile_version defaults, concurrency 10" graphile.mjs throughput \
-    --n "$n" "${graphile_default_args[@]}"
-  peer graphile-best "graphile-worker $graphile_version best (64, localQueue 1000, delay 0)" \
-    graphile.mjs throughput --n "$n" "${graphile_best_args[@]}"
-  peer pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, poll 0.5 s)" pgboss.mjs throughput \
-    --n "$n" "${pgboss_best_args[@]}"
+  s_graphile_default() {
+    peer graphile-default "graphile-worker $graphile_version defaults, concurrency 10" graphile.mjs throughput \
+      --n "$n" "${graphile_default_args[@]}"
+  }
+  s_graphile_best() {
+    peer graphile-best "graphile-worker $graphile_version best (64, localQueue 1000, delay 0)" \
+      graphile.mjs throughput --n "$n" "${graphile_best_args[@]}"
+  }
+  s_pgboss_best() {
+    peer pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, poll 0.5 s)" pgboss.mjs throughput \
+      --n "$n" "${pgboss_best_args[@]}"
+  }
+  scenarios+=(s_graphile_default s_graphile_best s_pgboss_best)
   if want latency; then
-    peer graphile-default "graphile-worker $graphile_version defaults, $latency_rate events/s offered" graphile.mjs \
-      latency --rate "$latency_rate" --seconds "$latency_seconds" --skip "$latency_rate" "${graphile_default_args[@]}"
-    peer pgboss-best "pg-boss $pgboss_version best, $latency_rate events/s offered" pgboss.mjs latency \
-      --rate "$latency_rate" --seconds "$latency_seconds" --skip "$latency_rate" "${pgboss_best_args[@]}"
+    s_graphile_latency() {
+      peer graphile-default "graphile-worker $graphile_version defaults, $latency_rate events/s offered" graphile.mjs \
+        latency --rate "$latency_rate" --seconds "$latency_seconds" --skip "$latency_rate" "${graphile_default_args[@]}"
+    }
+    s_pgboss_latency() {
+      peer pgboss-best "pg-boss $pgboss_version best, $latency_rate events/s offered" pgboss.mjs latency \
+        --rate "$latency_rate" --seconds "$latency_seconds" --skip "$latency_rate" "${pgboss_best_args[@]}"
+    }
+    scenarios+=(s_graphile_latency s_pgboss_latency)
   fi
 fi
 
@@ -391,22 +416,41 @@ if want growth; then
     SELECT 'bench', 'BenchNoop', jsonb_build_object('n', i), 'REVIEW_REQUIRED', 8, now(), 'HTTP_422', now(), now(), 17
     FROM generate_series(1, 100000) AS i;"
   sql bench_growth "VACUUM ANALYZE"
-  outboxd_throughput growth-empty "growth: outboxd tuned, no-op, empty table" \
-    noop BenchNoop 1 bench_template "${tuned_env[@]}"
-  outboxd_throughput growth-filled "growth: same, table holds 1M COMPLETED + 100k REVIEW" \
-    noop BenchNoop 1 bench_growth "${tuned_env[@]}"
-  statement_plans bench_template empty
-  statement_plans bench_growth growth
+  s_growth_empty() {
+    outboxd_throughput growth-empty "growth: outboxd tuned, no-op, empty table" \
+      noop BenchNoop 1 bench_template "${tuned_env[@]}"
+  }
+  s_growth_filled() {
+    outboxd_throughput growth-filled "growth: same, table holds 1M COMPLETED + 100k REVIEW" \
+      noop BenchNoop 1 bench_growth "${tuned_env[@]}"
+  }
+  scenarios+=(s_growth_empty s_growth_filled)
 fi
 
 # ---- several hosts on one database -----------------------------------------------------
 
 if want hosts; then
-  for hosts in 1 2 4; do
-    outboxd_throughput "hosts-$hosts" "hosts: $hosts × outboxd tuned, no-op, one database" \
-      noop BenchNoop "$hosts" bench_template "${tuned_env[@]}"
-  done
+  hosts_scenario() {
+    outboxd_throughput "hosts-$1" "hosts: $1 × outboxd tuned, no-op, one database" \
+      noop BenchNoop "$1" bench_template "${tuned_env[@]}"
+  }
+  s_hosts_1() { hosts_scenario 1; }
+  s_hosts_2() { hosts_scenario 2; }
+  s_hosts_4() { hosts_scenario 4; }
+  scenarios+=(s_hosts_1 s_hosts_2 s_hosts_4)
 fi
+
+# ---- the runs: every scenario once per round --------------------------------------------
+
+for ((run = 1; run <= runs; run++)); do
+  for scenario in "${scenarios[@]}"; do "$scenario"; done
+done
+if want growth; then
+  statement_plans bench_template empty
+  statement_plans bench_growth growth
+fi
+count_log_problems
+record meta machine "Machine: one client commits $commits_at_start single-row transactions/s at the start and $(commit_rate) at the end (WAL flush bound); load average at start: $load_at_start" ""
 
 record note load "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes the figures noisy)." ""
 "$tool" report "$results" | tee "$results_dir/report.txt"
