@@ -66,7 +66,7 @@ TEST(BadPlugins, EachBadFileIsRejectedWithOneLineAndTheGoodPluginKeepsServing) {
     ASSERT_TRUE(wait_until([&] { return unsettled(db.url()) == 0; }, 60s)) << fleet.log("host");
     ASSERT_FALSE(host->wait(0ms)) << fleet.log("host");
     const std::string log = fleet.log("host");
-    stop_cleanly(*host, log);
+    stop_cleanly(fleet, *host, "host");
 
     std::vector<std::string> bad;
     for (const auto& [name, bytes] : made) bad.push_back(name);

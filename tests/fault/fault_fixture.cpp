@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -68,7 +69,7 @@ std::string status_summary(const std::string& url) {
 }
 
 void expect_final_invariants(const std::string& url, const std::set<std::string>& review_codes,
-                             long long effects_expected) {
+                             std::optional<long long> scripted_effects, const std::string& handler) {
     SCOPED_TRACE(status_summary(url));
     EXPECT_EQ(unsettled(url), 0) << "every event ends COMPLETED or REVIEW_REQUIRED";
     for (const auto& row : query(url, "SELECT DISTINCT last_error_code FROM event_publication "
@@ -78,9 +79,14 @@ void expect_final_invariants(const std::string& url, const std::set<std::string>
     }
     EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication e WHERE status = 'COMPLETED' AND "
                          "(SELECT count(*) FROM event_consumption c WHERE c.event_id = e.event_id "
-                         "AND c.handler_name = 'scripted') <> 1"),
+                         "AND c.handler_name = '" + handler + "') <> 1"),
               0)
         << "every COMPLETED event has exactly one consumption row for its handler";
+    EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' "
+                         "OR lease_token IS NOT NULL OR lease_owner IS NOT NULL"),
+              0)
+        << "no lease left behind";
+    if (!scripted_effects) return;
     EXPECT_EQ(count(url, "SELECT count(*) FROM (SELECT event_id, handler_name FROM scripted_effect "
                          "GROUP BY 1, 2 HAVING count(*) > 1) d"),
               0)
@@ -89,11 +95,7 @@ void expect_final_invariants(const std::string& url, const std::set<std::string>
                          "WHERE c.event_id = s.event_id AND c.handler_name = s.handler_name)"),
               0)
         << "an effect commits only together with its consumption row";
-    EXPECT_EQ(count(url, "SELECT count(*) FROM scripted_effect"), effects_expected);
-    EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' "
-                         "OR lease_token IS NOT NULL OR lease_owner IS NOT NULL"),
-              0)
-        << "no lease left behind";
+    EXPECT_EQ(count(url, "SELECT count(*) FROM scripted_effect"), *scripted_effects);
 }
 
 void publish_generated(const std::string& url, int count, const std::string& payload_sql) {
@@ -109,10 +111,19 @@ void publish_generated(const std::string& url, int count, const std::string& pay
     }
 }
 
-Fleet::Fleet(std::string database_url, std::map<std::string, std::string> env)
+Fleet::Fleet(std::string database_url, std::map<std::string, std::string> env,
+             const std::vector<std::string>& plugin_files, const std::string& handlers_yaml)
     : url_(std::move(database_url)), env_(std::move(env)) {
     fs::create_directory(plugin_dir());
-    fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir() / "libscripted.so");
+    for (const auto& file : plugin_files) {
+        const std::string name = fs::path(file).filename().string();
+        // The fixtures' file names carry a target prefix operators would not use.
+        fs::copy_file(file, plugin_dir() / (name == fs::path(OUTBOX_FIXTURE_SCRIPTED).filename() ? "libscripted.so" : name));
+    }
+    if (!handlers_yaml.empty()) {
+        config_file_ = (dir_.path() / "outboxd.yaml").string();
+        std::ofstream(config_file_) << "handlers:\n" << handlers_yaml;
+    }
     env_["OUTBOX_DATABASE_URL"] = url_;
     env_["OUTBOX_PLUGIN_DIR"] = plugin_dir().string();
     env_.try_emplace("OUTBOX_ADMIN_LISTEN", "off");
@@ -123,15 +134,17 @@ std::unique_ptr<ChildProcess> Fleet::start(const std::string& name,
     auto env = env_;
     for (const auto& [key, value] : extra_env) env[key] = value;
     env.try_emplace("OUTBOX_HOST_ID", name);
-    return std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"}, env,
-                                          (dir_.path() / (name + ".log")).string());
+    std::vector<std::string> argv{OUTBOXD_BINARY, "run"};
+    if (!config_file_.empty()) argv.insert(argv.end(), {"--config", config_file_});
+    return std::make_unique<ChildProcess>(argv, env, (dir_.path() / (name + ".log")).string());
 }
 
 std::string Fleet::log(const std::string& name) const { return read_file((dir_.path() / (name + ".log")).string()); }
 
-void stop_cleanly(ChildProcess& host, const std::string& log) {
+void stop_cleanly(const Fleet& fleet, ChildProcess& host, const std::string& name) {
     host.signal(SIGTERM);
-    EXPECT_EQ(host.wait(30s), std::optional<int>(0)) << log;
+    const auto code = host.wait(30s);
+    EXPECT_EQ(code, std::optional<int>(0)) << name << " did not stop cleanly:\n" << fleet.log(name);
 }
 
 int count_lines(const std::string& text, const std::string& needle) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,24 +29,26 @@ long long stuck_processing(const std::string& url, std::chrono::seconds slack);
 /// "status=n, ..." for failure messages.
 std::string status_summary(const std::string& url);
 
-/// Asserts (gtest) the invariants every fault case must leave behind, for the scripted
-/// fixture handler: every event settled (COMPLETED, or REVIEW_REQUIRED with a code from
-/// `review_codes`); every COMPLETED event consumed exactly once by "scripted"; every
-/// committed scripted_effect row backed by a consumption row, at most one per event (no
-/// handler DB effect committed twice); no event left in PROCESSING.
-/// `effects_expected`: how many scripted_effect rows the completed events must have left.
+/// Asserts (gtest) the invariants every fault case must leave behind: every event settled
+/// (COMPLETED, or REVIEW_REQUIRED with a code from `review_codes`); every COMPLETED event
+/// consumed exactly once by `handler` (its only handler); no event left in PROCESSING.
+/// With `scripted_effects` (the scripted fixture's ctx.db() rows it must have left), also:
+/// every scripted_effect row backed by a consumption row, at most one per event (no
+/// handler DB effect committed twice).
 void expect_final_invariants(const std::string& url, const std::set<std::string>& review_codes,
-                             long long effects_expected);
+                             std::optional<long long> scripted_effects, const std::string& handler = "scripted");
 
 /// Publishes `count` TestRequested events whose payload is built per row by the SQL
 /// expression `payload_sql` (it may use random() and the series value `g`).
 void publish_generated(const std::string& url, int count, const std::string& payload_sql);
 
-/// Real outboxd processes sharing one plugin directory (holding the scripted fixture) and
-/// one database, each writing its log to its own file.
+/// Real outboxd processes sharing one plugin directory (by default holding the scripted
+/// fixture), one database and, when `handlers_yaml` is given, one config file whose
+/// `handlers:` section it is; each writes its log to its own file.
 class Fleet {
 public:
-    Fleet(std::string database_url, std::map<std::string, std::string> env);
+    Fleet(std::string database_url, std::map<std::string, std::string> env,
+          const std::vector<std::string>& plugin_files = {OUTBOX_FIXTURE_SCRIPTED}, const std::string& handlers_yaml = {});
 
     /// Starts `outboxd run` as `name`; its output is appended to `<name>.log`.
     [[nodiscard]] std::unique_ptr<ChildProcess> start(const std::string& name,
@@ -58,10 +61,11 @@ private:
     std::string url_;
     std::map<std::string, std::string> env_;
     TempDir dir_;
+    std::string config_file_;
 };
 
-/// Stops `host` with SIGTERM and expects a clean exit.
-void stop_cleanly(ChildProcess& host, const std::string& log);
+/// Stops `host` (started as `name`) with SIGTERM and expects a clean exit.
+void stop_cleanly(const Fleet& fleet, ChildProcess& host, const std::string& name);
 
 /// Lines of `text` containing `needle`.
 int count_lines(const std::string& text, const std::string& needle);

@@ -65,8 +65,8 @@ TEST(FrozenHost, ResumedAfterItsLeaseWasTakenOverCommitsNothing) {
     EXPECT_TRUE(wait_until([&] { return count_lines(fleet.log("frozen"), "its result was discarded") > 0; }, 15s))
         << fleet.log("frozen");
     std::this_thread::sleep_for(2s);  // time for anything it might still (wrongly) commit
-    stop_cleanly(*frozen, fleet.log("frozen"));
-    stop_cleanly(*taker, fleet.log("taker"));
+    stop_cleanly(fleet, *frozen, "frozen");
+    stop_cleanly(fleet, *taker, "taker");
 
     expect_final_invariants(url, {}, kEvents);
     EXPECT_EQ(count(url, "SELECT count(*) FROM scripted_effect WHERE attempt = 1"), consumed_before_freeze)

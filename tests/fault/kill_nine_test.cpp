@@ -71,7 +71,7 @@ TEST(KillNine, OneOfThreeHostsKilledTwentyTimesLosesNothingAndCommitsNoEffectTwi
         },
         150s);
     ASSERT_TRUE(settled) << status_summary(db.url());
-    for (std::size_t i = 0; i < hosts.size(); ++i) stop_cleanly(*hosts[i], fleet.log(name(i)));
+    for (std::size_t i = 0; i < hosts.size(); ++i) stop_cleanly(fleet, *hosts[i], name(i));
 
     EXPECT_EQ(max_stuck, 0) << "a dead host's PROCESSING rows are recovered within a few seconds of their lease";
     const long long completed = count(db.url(), "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'");

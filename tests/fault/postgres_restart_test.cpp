@@ -51,7 +51,7 @@ TEST(PostgresRestart, HostsRideOutFastAndImmediateRestartsLoggingEachOutageOnce)
         const std::string log = fleet.log(names[i]);
         EXPECT_EQ(count_lines(log, "database unavailable"), 2) << "one line per outage\n" << log;
         EXPECT_EQ(count_lines(log, "database reachable again"), 2) << "one line per recovery\n" << log;
-        stop_cleanly(*hosts[i], log);
+        stop_cleanly(fleet, *hosts[i], names[i]);
     }
     // DB_UNAVAILABLE and WORKER_LOST attempts are retryable and 20 attempts are plenty.
     expect_final_invariants(url, {}, kEvents);

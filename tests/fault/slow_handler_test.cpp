@@ -30,8 +30,8 @@ TEST(SlowHandler, HeartbeatKeepsALeaseThreeTimesShorterThanTheHandlerAndNoSecond
     // The second host polls every 100ms and would take over any lease that lapsed.
     auto second = fleet.start("second");
     ASSERT_TRUE(wait_until([&] { return unsettled(url) == 0; }, 60s)) << status_summary(url);
-    stop_cleanly(*first, fleet.log("first"));
-    stop_cleanly(*second, fleet.log("second"));
+    stop_cleanly(fleet, *first, "first");
+    stop_cleanly(fleet, *second, "second");
 
     expect_final_invariants(url, {}, kEvents);
     EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication WHERE attempt_count <> 1"), 0)
