@@ -2,7 +2,9 @@
 # Builds outboxd with warnings as errors and all test tiers, starts a throwaway PostgreSQL
 # on a free loopback port, and runs the tests with CTest. Arguments go to ctest, e.g.
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
-# OUTBOX_BUILD_DIR overrides the build directory (default: build/). Exits with ctest's status.
+# Without arguments (as CI runs it) three more stages follow: scripts/sanitize.sh asan,
+# scripts/sanitize.sh tsan and scripts/fuzz.sh. Every stage runs; any failure fails the script.
+# OUTBOX_BUILD_DIR overrides the build directory (default: build/).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,4 +25,22 @@ echo "test.sh: PostgreSQL at $OUTBOX_TEST_DATABASE_URL" >&2
 
 status=0
 ctest --test-dir "$build_dir" --output-on-failure "$@" || status=$?
-exit "$status"
+if (($#)); then
+  exit "$status"
+fi
+"$root/scripts/pg.sh" stop "$pg_dir" || true
+
+failed=()
+((status == 0)) || failed+=(tests)
+stage() {
+  echo "test.sh: scripts/$*" >&2
+  "$root/scripts/$1" "${@:2}" || failed+=("$*")
+}
+stage sanitize.sh asan
+stage sanitize.sh tsan
+stage fuzz.sh
+if ((${#failed[@]})); then
+  echo "test.sh: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: all stages passed" >&2
