@@ -11,6 +11,7 @@ packages=(
   libboost-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
   libcpp-httplib-dev libcli11-dev libjwt-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  openssl # the RS256 admin-token tests make their key pairs with it
   postgresql-15 # includes the contrib modules on Debian 12
 )
 
