@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,21 @@ private:
 class CurrentHandlers {
 public:
     explicit CurrentHandlers(std::shared_ptr<const HandlerSet> initial) : current_(std::move(initial)) {}
-    [[nodiscard]] std::shared_ptr<const HandlerSet> get() const { return current_.load(); }
-    void set(std::shared_ptr<const HandlerSet> next) { current_.store(std::move(next)); }
+    [[nodiscard]] std::shared_ptr<const HandlerSet> get() const {
+        std::lock_guard lock(mutex_);
+        return current_;
+    }
+    /// The replaced set is released after the lock (it may unload a plugin library).
+    void set(std::shared_ptr<const HandlerSet> next) {
+        std::lock_guard lock(mutex_);
+        current_.swap(next);
+    }
 
 private:
-    std::atomic<std::shared_ptr<const HandlerSet>> current_;
+    // A mutex, not std::atomic<std::shared_ptr>: GCC 12's version guards the pointer with a
+    // lock bit that ThreadSanitizer cannot see, so every swap is reported as a race.
+    mutable std::mutex mutex_;
+    std::shared_ptr<const HandlerSet> current_;
 };
 
 }  // namespace outbox::dispatch
