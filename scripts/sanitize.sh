@@ -3,8 +3,9 @@
 #   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/):
 #                              the unit and integration tiers
 #   scripts/sanitize.sh tsan   ThreadSanitizer (build-tsan/): the concurrency tests, i.e. the
-#                              worker runtime (claims, heartbeat, rescue, quarantine of lost
-#                              workers, shutdown), the fleet limiter and the fleet registry
+#                              worker runtime (claims, heartbeat, rescue, shutdown), the fleet
+#                              limiter and registry, the plugin directory watcher, and the
+#                              quarantine of poison events (real outboxd hosts crashing)
 # Every process the tests start (outboxd hosts included) writes its sanitizer reports to
 # <build>/sanitizer-reports/; the stage fails when a test fails or any report was written.
 # Only the test targets are built, at -O1 with line tables, without the sample plugins, to
@@ -20,7 +21,7 @@ case "$mode" in
     ;;
   tsan)
     sanitize=thread
-    targets=(outbox_integration_tests)
+    targets=(outbox_integration_tests outbox_e2e_tests)
     ;;
   *)
     echo "usage: scripts/sanitize.sh asan|tsan" >&2
@@ -61,9 +62,10 @@ status=0
 if [[ "$mode" == asan ]]; then
   ctest --test-dir "$build_dir" --output-on-failure -L '^(unit|integration)$' || status=$?
 else
-  # The tests that run hosts, workers, heartbeats and limiters concurrently in one process.
+  # The tests that run hosts, workers, heartbeats, limiters and watchers concurrently.
   "$build_dir/tests/outbox_integration_tests" --gtest_color=no \
-    --gtest_filter='Worker.*:FleetLimiter.*:FleetRegistry.*' || status=$?
+    --gtest_filter='Worker.*:FleetLimiter.*:FleetRegistry.*:HotPlugins.*' || status=$?
+  "$build_dir/tests/outbox_e2e_tests" --gtest_color=no --gtest_filter='Quarantine.*' || status=$?
 fi
 
 if compgen -G "$reports/*" >/dev/null; then
