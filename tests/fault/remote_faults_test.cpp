@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 constexpr const char* kApiKey = "fault-tier-classifier-key";
 
 // Codes the sample plugins and the runtime document for retryable failures.
-const std::set<std::string> kDocumentedRetryCodes{"HTTP_409", "HTTP_429", "HTTP_500",       "HTTP_503",
+const std::set<std::string> kDocumentedRetryCodes{"HTTP_409", "HTTP_429",       "HTTP_500",        "HTTP_503",
                                                   "TIMEOUT",  "CONNECT_FAILED", "CONNECTION_LOST", "WORKER_LOST"};
 
 // The sample plugins and example services are built next to outboxd in the same tree.
@@ -123,9 +123,10 @@ TEST(RemoteFaults, ClassifierKilledMidRunUnderStallsAndLostAnswersClassifiesEach
     TempDir dir;
     // Answers take up to 0.8s of the plugin's 1s timeout; 5% stall past it, 5% are
     // classified but answered too late, 5% classified but the connection is dropped.
-    const std::vector<std::string> faults{"--latency-ms", "1-800", "--rate-timeout",   "0.05", "--rate-lost-late",
-                                          "0.05",         "--rate-lost-drop", "0.05", "--rate-503",     "0.03",
-                                          "--retry-after", "1",      "--stall-ms",     "1500"};
+    const std::vector<std::string> faults{"--latency-ms",     "1-800", "--rate-timeout", "0.05",
+                                          "--rate-lost-late", "0.05",  "--rate-lost-drop", "0.05",
+                                          "--rate-503",       "0.03",  "--retry-after",    "1",
+                                          "--stall-ms",       "1500"};
     Service classifier(built("examples/ai-classifier"), dir.path() / "classifier.log");
     classifier.start(faults);
     const Fleet fleet(url, kHostEnv, {built("plugins/category-classification/libcategory_classification.so")},
