@@ -323,3 +323,30 @@ TEST(PublishSchema, CheckConstraintsRejectInvalidRows) {
 }
 
 }  // namespace
+
+// Event ids are time-ordered (UUID version 7 layout), so new events and their consumption
+// rows land together at the right edge of the primary-key indexes however large the table.
+TEST(PublishIds, EventIdsAreVersionSevenAndOrderedByPublishTime) {
+    TestDatabase db;
+    pqxx::connection conn{db.url()};
+    std::vector<std::string> ids;
+    for (int i = 0; i < 5; ++i) {
+        pqxx::work tx{conn};
+        ids.push_back(publish(tx, "acme", "WebsiteRegistered", R"({"n": 1})"));
+        tx.commit();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        ASSERT_EQ(ids[i].size(), 36u);
+        EXPECT_EQ(ids[i][14], '7') << ids[i];
+        EXPECT_NE(std::string("89ab").find(ids[i][19]), std::string::npos) << "RFC 4122 variant: " << ids[i];
+        if (i > 0) {
+            EXPECT_LT(ids[i - 1], ids[i]);
+        }
+    }
+    const auto millis = std::stoll(db.scalar("SELECT ('x' || substr(replace(event_id::text, '-', ''), 1, 12))::bit(48)::bigint "
+                                             "FROM event_publication WHERE event_id = '" + ids[0] + "'"));
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+    EXPECT_NEAR(static_cast<double>(millis), static_cast<double>(now), 60'000.0) << "the first 48 bits are Unix milliseconds";
+}

@@ -42,6 +42,67 @@ TEST_F(Worker, CompletesEventsAndRecordsOneConsumptionPerHandler) {
     EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::Completed), 50u);
 }
 
+// The last handler of a clean attempt that used ctx.db() records every consumption and
+// completes the event in its own transaction: rows written by one transaction share xmin.
+TEST_F(Worker, TheLastHandlerUsingCtxDbCompletesTheEventInItsOwnTransaction) {
+    publish_many(db_.url(), "TestRequested", R"({"db": false, "b_db": true})", 20);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 20); }, 20s));
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication e JOIN scripted_effect x USING (event_id) "
+                    "WHERE e.xmin::text = x.xmin::text AND e.attempt_count = 1 AND e.version = 3"),
+              20);
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption c JOIN event_publication e USING (event_id) "
+                    "WHERE c.xmin::text = e.xmin::text"),
+              40);
+    EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::Completed), 20u);
+}
+
+// When the last handler does not use ctx.db(), the outcome goes through the batched
+// outcome statement instead: the event's last change is not the effect's transaction.
+TEST_F(Worker, AnEarlierHandlersTransactionDoesNotCompleteTheEvent) {
+    publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": false})", 20);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 20); }, 20s));
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication e JOIN scripted_effect x USING (event_id) "
+                    "WHERE e.xmin::text <> x.xmin::text"),
+              20);
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 40);
+}
+
+// A failed attempt never completes in a handler transaction; the retry that goes well does.
+TEST_F(Worker, AFailedAttemptIsStoredAndTheCleanRetryCompletesInTheHandlersTransaction) {
+    publish_many(db_.url(), "TestRequested", R"({"db": false, "b_db": true, "b_fail_times": 1})", 10);
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 10); }, 20s));
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication e JOIN scripted_effect x USING (event_id) "
+                    "WHERE e.xmin::text = x.xmin::text AND e.attempt_count = 2"),
+              10);
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 10) << "the failed attempt's effect was rolled back";
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 20);
+}
+
+// Handler statements are prepared once per connection; when the handler's table changes
+// shape under a prepared SELECT *, PostgreSQL refuses the stale plan. That attempt is
+// retried with the statement prepared afresh instead of sending the event to review.
+TEST_F(Worker, AHandlerTableChangingShapeUnderAPreparedStatementOnlyCostsARetry) {
+    db_.exec("CREATE TABLE scripted_shape (a int); INSERT INTO scripted_shape VALUES (1)");
+    auto options = fast_options(db_.url(), "h1");
+    options.pool_size = 1;
+    options.concurrency = 1;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    publish_many(db_.url(), "TestRequested", R"({"db_select_star": true, "db": true})", 1);
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 1); }, 20s));
+    db_.exec("ALTER TABLE scripted_shape ADD COLUMN b int");
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db_select_star": true, "db": true})", 1);
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 2); }, 20s)) << status_of(ids[0]);
+    EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication WHERE event_id = '" + ids[0] + "'"), "2");
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 2);
+}
+
 TEST_F(Worker, FourHostsNeverRunTheSameEventTwiceAndProcessEverything) {
     constexpr int kEvents = 5000;
     publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": false})", kEvents);

@@ -12,7 +12,7 @@ std::unique_ptr<pqxx::connection> open_connection(const std::string& url) {
 ConnectionPool::ConnectionPool(std::string url, int size) : url_(std::move(url)), size_(size < 1 ? 1 : size) {}
 
 ConnectionPool::Handle ConnectionPool::acquire() {
-    std::unique_ptr<pqxx::connection> conn;
+    std::unique_ptr<Pooled> conn;
     {
         std::unique_lock lock(mutex_);
         available_.wait(lock, [&] { return in_use_ < size_; });
@@ -22,26 +22,50 @@ ConnectionPool::Handle ConnectionPool::acquire() {
             idle_.pop_back();
         }
     }
-    if (conn && conn->is_open()) return Handle(this, std::move(conn));
+    if (conn && conn->conn->is_open()) return Handle(this, std::move(conn));
     try {
-        return Handle(this, open_connection(url_));
+        auto fresh = std::make_unique<Pooled>();
+        fresh->conn = open_connection(url_);
+        return Handle(this, std::move(fresh));
     } catch (...) {
         give_back(nullptr);
         throw;
     }
 }
 
-void ConnectionPool::give_back(std::unique_ptr<pqxx::connection> conn) noexcept {
+void ConnectionPool::give_back(std::unique_ptr<Pooled> conn) noexcept {
     {
         std::lock_guard lock(mutex_);
         --in_use_;
-        if (conn && conn->is_open()) idle_.push_back(std::move(conn));
+        if (conn && conn->conn->is_open()) idle_.push_back(std::move(conn));
     }
     available_.notify_one();
 }
 
 ConnectionPool::Handle::~Handle() {
     if (pool_ != nullptr) pool_->give_back(std::move(conn_));
+}
+
+std::optional<std::string> ConnectionPool::Handle::prepared(std::string_view sql) {
+    const std::string text(sql);
+    if (const auto found = conn_->statements.find(text); found != conn_->statements.end()) return found->second;
+    if (conn_->statements.size() >= kMaxPreparedStatements) return std::nullopt;
+    std::string name = "outbox_handler_" + std::to_string(conn_->next_name++);
+    // libpqxx sends the definition with the first execution.
+    conn_->conn->prepare(name, text);
+    conn_->statements.emplace(text, name);
+    return name;
+}
+
+void ConnectionPool::Handle::forget(std::string_view sql) noexcept {
+    const auto found = conn_->statements.find(std::string(sql));
+    if (found == conn_->statements.end()) return;
+    try {
+        conn_->conn->unprepare(found->second);
+    } catch (...) {
+        // Deallocating on a broken connection fails; the connection is dropped anyway.
+    }
+    conn_->statements.erase(found);
 }
 
 }  // namespace outbox::db

@@ -4,7 +4,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <pqxx/connection>
@@ -17,25 +21,38 @@ std::unique_ptr<pqxx::connection> open_connection(const std::string& url);
 /// A fixed-size pool of connections, sized independently of handler concurrency. Connections
 /// are opened lazily and replaced when found broken. Thread-safe.
 class ConnectionPool {
+    struct Pooled;
+
 public:
+    /// How many distinct statements of handler code one connection keeps prepared; a handler
+    /// that builds SQL text per event must not grow every server process without bound.
+    static constexpr std::size_t kMaxPreparedStatements = 100;
+
     class Handle {
     public:
-        Handle(ConnectionPool* pool, std::unique_ptr<pqxx::connection> conn) noexcept
-            : pool_(pool), conn_(std::move(conn)) {}
+        Handle(ConnectionPool* pool, std::unique_ptr<Pooled> conn) noexcept : pool_(pool), conn_(std::move(conn)) {}
         ~Handle();
-        Handle(Handle&& other) noexcept = default;
+        // The moved-from handle must not give its slot back a second time.
+        Handle(Handle&& other) noexcept : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)) {}
         Handle& operator=(Handle&&) = delete;
         Handle(const Handle&) = delete;
         Handle& operator=(const Handle&) = delete;
 
-        pqxx::connection& operator*() const noexcept { return *conn_; }
-        pqxx::connection* operator->() const noexcept { return conn_.get(); }
+        pqxx::connection& operator*() const noexcept { return *conn_->conn; }
+        pqxx::connection* operator->() const noexcept { return conn_->conn.get(); }
         /// Drops the connection instead of returning it (after a failure left it in doubt).
         void discard() noexcept { conn_.reset(); }
 
+        /// The name under which `sql` is prepared on this connection (declared on first use;
+        /// PostgreSQL parses and plans it once per connection instead of once per call), or
+        /// nothing once the connection holds kMaxPreparedStatements others.
+        std::optional<std::string> prepared(std::string_view sql);
+        /// Forgets a statement prepared through prepared() (its cached plan went stale).
+        void forget(std::string_view sql) noexcept;
+
     private:
         ConnectionPool* pool_;
-        std::unique_ptr<pqxx::connection> conn_;
+        std::unique_ptr<Pooled> conn_;
     };
 
     ConnectionPool(std::string url, int size);
@@ -49,13 +66,19 @@ public:
     [[nodiscard]] const std::string& url() const noexcept { return url_; }
 
 private:
-    void give_back(std::unique_ptr<pqxx::connection> conn) noexcept;
+    struct Pooled {
+        std::unique_ptr<pqxx::connection> conn;
+        std::unordered_map<std::string, std::string> statements;  // SQL text -> prepared name
+        std::size_t next_name = 0;
+    };
+
+    void give_back(std::unique_ptr<Pooled> conn) noexcept;
 
     std::string url_;
     int size_;
     std::mutex mutex_;
     std::condition_variable available_;
-    std::vector<std::unique_ptr<pqxx::connection>> idle_;
+    std::vector<std::unique_ptr<Pooled>> idle_;
     int in_use_ = 0;
 };
 

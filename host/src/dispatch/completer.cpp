@@ -18,8 +18,9 @@ metrics::Metrics::Outcome outcome_of(core::EventStatus status) {
 }
 }  // namespace
 
-Completer::Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics)
-    : url_(std::move(url)), outage_(outage), in_flight_(in_flight), metrics_(metrics) {}
+Completer::Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics,
+                     Wakeup& wakeup)
+    : url_(std::move(url)), outage_(outage), in_flight_(in_flight), metrics_(metrics), wakeup_(wakeup) {}
 
 void Completer::submit(lease::Finish finish) {
     {
@@ -74,6 +75,7 @@ void Completer::run(std::stop_token stop, std::chrono::milliseconds give_up_afte
             writing_ = false;
         }
         changed_.notify_all();
+        wakeup_.notify();
     }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "db/outage_log.hpp"
+#include "dispatch/db_session.hpp"
 #include "dispatch/in_flight.hpp"
 #include "lease/lease_store.hpp"
 #include "metrics/metrics.hpp"
@@ -19,7 +20,10 @@ namespace outbox::dispatch {
 /// its lease extended) until its outcome is stored.
 class Completer {
 public:
-    Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics);
+    /// `wakeup` is poked after every stored batch: the scheduler counts outcomes waiting
+    /// here against its room to claim.
+    Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics,
+              Wakeup& wakeup);
 
     void submit(lease::Finish finish);
 
@@ -38,6 +42,7 @@ private:
     db::OutageLog& outage_;
     InFlightTable& in_flight_;
     metrics::Metrics& metrics_;
+    Wakeup& wakeup_;
     std::mutex mutex_;
     std::condition_variable_any changed_;
     std::vector<lease::Finish> pending_;

@@ -46,10 +46,19 @@ core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::L
     return failed(Kind::Retry, "DB_UNAVAILABLE");
 }
 
-core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, const lease::LeaseRef& lease,
-                                       const std::string& handler_name) {
+core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InFlight& flight,
+                                       const std::string& handler_name, const std::vector<std::string>* completes) {
+    const lease::LeaseRef& lease = flight.lease;
+    std::vector<std::string> names;
+    if (completes != nullptr) {
+        names = *completes;
+        // From here the event's outcome is decided by this fenced write, as for an outcome
+        // handed to the completer: a heartbeat that finds the lease gone is not a loss.
+        flight.finishing = true;
+    }
+    names.push_back(handler_name);
     try {
-        if (!lease::fence_and_consume(db.transaction(), lease, handler_name)) {
+        if (!lease::fence_and_consume(db.transaction(), lease, names, completes != nullptr)) {
             db.rollback();
             return failed(Kind::LeaseLost, "LEASE_LOST");
         }
@@ -77,8 +86,9 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, con
 
 }  // namespace
 
-HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, const InFlight& flight,
-                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop) {
+HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
+                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
+                       const std::vector<std::string>* completes) {
     const auto started = std::chrono::steady_clock::now();
     HandlerRun run;
     HostDb db(pool);
@@ -104,7 +114,10 @@ HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& cla
         db.rollback();
         run.outcome = failed(db.failure()->first ? Kind::Retry : Kind::Review, db.failure()->second);
     } else if (db.opened()) {
-        run.outcome = commit_with_fence(db, pool, flight.lease, entry.name);
+        run.outcome = commit_with_fence(db, pool, flight, entry.name, completes);
+        // The consumption row and the completion commit together: a success (also one
+        // re-read after an unknown commit outcome) means the event is COMPLETED.
+        run.completed = completes != nullptr && run.outcome.kind == Kind::Succeeded;
     } else {
         run.outcome = core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
         run.consumption_pending = true;

@@ -17,6 +17,8 @@ struct HandlerRun {
     /// The handler succeeded without ctx.db(): its consumption row is still to be written,
     /// batched with the event's fenced status update.
     bool consumption_pending = false;
+    /// The handler's transaction also moved the event to COMPLETED (see `completes`).
+    bool completed = false;
     std::chrono::nanoseconds duration{0};
 };
 
@@ -25,7 +27,13 @@ struct HandlerRun {
 /// loaded), and only the sanitized code leaves this function. When the handler used
 /// ctx.db(), its transaction commits together with the consumption row after the lease
 /// fence; a commit whose outcome is unknown is re-read, never replayed.
-HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, const InFlight& flight,
-                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop);
+///
+/// `completes` is given for the last handler of an attempt whose earlier handlers all
+/// succeeded; it names those that did so without ctx.db(). If this handler used ctx.db()
+/// and succeeds, its transaction also records them and completes the event
+/// (HandlerRun::completed), so the event needs no separate outcome write.
+HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
+                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
+                       const std::vector<std::string>* completes = nullptr);
 
 }  // namespace outbox::dispatch

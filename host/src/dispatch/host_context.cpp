@@ -6,6 +6,9 @@
 #include "log/log.hpp"
 
 namespace outbox::dispatch {
+namespace {
+constexpr const char* kStalePlan = "0A000";
+}  // namespace
 
 HostDb::~HostDb() { rollback(); }
 
@@ -23,7 +26,11 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
         std::vector<const char*> values;
         values.reserve(params.size());
         for (const auto& param : params) values.push_back(param ? param->c_str() : nullptr);
-        const pqxx::result result = tx_->exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(values));
+        const std::optional<std::string> statement = (*conn_).prepared(sql);
+        prepared_sql_ = statement ? std::optional<std::string>(sql) : std::nullopt;
+        const pqxx::result result =
+            statement ? tx_->exec_prepared(*statement, pqxx::prepare::make_dynamic_params(values))
+                      : tx_->exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(values));
         sdk::Rows rows;
         rows.reserve(result.size());
         for (const auto& row : result) {
@@ -42,6 +49,13 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
             case db::DbFailureKind::InDoubt: failure_.emplace(true, "DB_UNAVAILABLE"); break;
             case db::DbFailureKind::Conflict: failure_.emplace(true, "DB_CONFLICT"); break;
             case db::DbFailureKind::Sql:
+                if (failure.sqlstate == kStalePlan && prepared_sql_) {
+                    // "cached plan must not change result type": the handler's table changed
+                    // under a prepared statement. The next attempt prepares it afresh.
+                    (*conn_).forget(*prepared_sql_);
+                    failure_.emplace(true, "DB_" + failure.sqlstate);
+                    break;
+                }
                 failure_.emplace(false, "DB_" + (failure.sqlstate.empty() ? std::string("ERROR") : failure.sqlstate));
                 break;
             case db::DbFailureKind::Other: failure_.emplace(false, "DB_ERROR"); break;

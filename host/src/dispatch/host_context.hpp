@@ -27,8 +27,9 @@ public:
     sdk::Rows exec(std::string_view sql, const sdk::Params& params) override;
 
     [[nodiscard]] bool opened() const noexcept { return tx_ != nullptr; }
-    /// The open transaction; only when opened().
+    /// The open transaction and its connection; only when opened().
     [[nodiscard]] pqxx::work& transaction() noexcept { return *tx_; }
+    [[nodiscard]] db::ConnectionPool::Handle& connection() noexcept { return *conn_; }
     /// The first failure of exec(), if any: (retryable?, code).
     [[nodiscard]] const std::optional<std::pair<bool, std::string>>& failure() const noexcept { return failure_; }
     /// Rolls back and gives the connection back (dropping it if it is broken).
@@ -43,6 +44,7 @@ private:
     std::optional<db::ConnectionPool::Handle> conn_;
     std::unique_ptr<pqxx::work> tx_;
     std::optional<std::pair<bool, std::string>> failure_;
+    std::optional<std::string> prepared_sql_;  // the statement being run, when prepared
 };
 
 /// What a handler sees during one call.

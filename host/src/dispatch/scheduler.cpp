@@ -76,7 +76,11 @@ void Scheduler::run(std::stop_token stop) {
 
         // While workers still have plenty queued, wait for room for a whole batch: many tiny
         // claims cost the database more than a few full ones.
-        const int free = queue_.free_slots();
+        // Outcomes still waiting for the completer hold their room too: a slow outcome
+        // write must slow the claims down instead of letting leases pile up.
+        const int awaiting_outcome =
+            std::max(0, static_cast<int>(in_flight_.size()) - queue_.queued() - queue_.busy());
+        const int free = queue_.free_slots() - awaiting_outcome;
         if (free <= 0 || (free < options_.batch_size && queue_.queued() > options_.concurrency / 2)) {
             wakeup_.wait_for(options_.poll_interval, stop);
             continue;

@@ -32,8 +32,12 @@ void Worker::process(const Work& work) {
     std::vector<core::HandlerOutcome> outcomes;
     std::vector<std::string> consumed_now;
 
+    std::vector<const HandlerEntry*> pending;
     for (const HandlerEntry* entry : work.handlers->for_type(event.type)) {
-        if (std::find(consumed.begin(), consumed.end(), entry->name) != consumed.end()) continue;
+        if (std::find(consumed.begin(), consumed.end(), entry->name) == consumed.end()) pending.push_back(entry);
+    }
+
+    for (const HandlerEntry* entry : pending) {
         if (work.flight->lost) {
             outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
             break;
@@ -50,7 +54,14 @@ void Worker::process(const Work& work) {
             release(work);
             return;
         }
-        HandlerRun run = run_handler(*entry, work.claimed, *work.flight, pool_, hard_stop_);
+        // The last handler of an attempt that went well so far may complete the event in
+        // its own transaction.
+        const bool clean_so_far = std::all_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
+            return o.kind == core::HandlerOutcome::Kind::Succeeded;
+        });
+        const bool last = entry == pending.back();
+        HandlerRun run = run_handler(*entry, work.claimed, *work.flight, pool_, hard_stop_,
+                                     last && clean_so_far ? &consumed_now : nullptr);
         permit.reset();
         metrics_.handler_call(entry->name, result_label(run.outcome.kind), run.duration);
         const log::Fields fields{event.id, event.type, entry->name, event.attempt, run.outcome.error_code, {}};
@@ -61,6 +72,11 @@ void Worker::process(const Work& work) {
             case core::HandlerOutcome::Kind::Retry: log::warn("handler failed (retryable)", fields); break;
             case core::HandlerOutcome::Kind::Review: log::warn("handler failed (not retryable)", fields); break;
             case core::HandlerOutcome::Kind::LeaseLost: break;
+        }
+        if (run.completed) {
+            metrics_.event_outcome(metrics::Metrics::Outcome::Completed);
+            in_flight_.remove(work.flight->lease);
+            return;
         }
         outcomes.push_back(std::move(run.outcome));
         if (outcomes.back().kind == core::HandlerOutcome::Kind::LeaseLost) break;

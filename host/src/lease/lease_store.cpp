@@ -7,13 +7,17 @@
 namespace outbox::lease {
 namespace {
 
-// Claim: the due-row CTE walks event_publication_due_idx in next_attempt_at order and skips
-// rows another host has locked; attempt_count is counted here so a crash still counts.
-constexpr const char* kClaimSql = R"SQL(
+// Claim: the due-row CTE walks a partial index in next_attempt_at order and skips rows
+// another host has locked; attempt_count is counted here so a crash still counts. Earlier
+// consumptions are looked up only for events claimed before (version 2 after the claim
+// means published and never touched since): on a large table that lookup is an index
+// descent per event that first attempts never need.
+std::string claim_sql(const char* due_filter) {
+    return std::string(R"SQL(
 WITH due AS (
     SELECT event_id FROM event_publication
-    WHERE status IN ('PENDING', 'RETRY_WAIT') AND next_attempt_at <= now() AND event_type = ANY($1::text[])
-      AND (status = 'PENDING' OR last_error_code IS DISTINCT FROM 'WORKER_LOST')
+    WHERE )SQL") + due_filter + R"SQL(
+      AND next_attempt_at <= now() AND event_type = ANY($1::text[])
     ORDER BY next_attempt_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -24,38 +28,23 @@ WITH due AS (
         version = e.version + 1, updated_at = now()
     FROM due WHERE e.event_id = due.event_id
     RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
-              e.lease_token, e.occurred_at
+              e.lease_token, e.occurred_at, e.version
 )
 SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
        c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
-       (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id)
+       CASE WHEN c.version <= 2 AND c.attempt_count <= 1 THEN NULL
+            ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END
 FROM claimed c
 )SQL";
+}
+
+// Ordinary claims skip suspects.
+const std::string kClaimSql =
+    claim_sql("status IN ('PENDING', 'RETRY_WAIT') AND (status = 'PENDING' OR last_error_code IS DISTINCT FROM 'WORKER_LOST')");
 
 // Suspects (their previous host died mid-attempt) are claimed one at a time, by a host
 // with nothing else in flight, so a poison event can only take itself down.
-constexpr const char* kClaimSuspectSql = R"SQL(
-WITH due AS (
-    SELECT event_id FROM event_publication
-    WHERE status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST' AND next_attempt_at <= now()
-      AND event_type = ANY($1::text[])
-    ORDER BY next_attempt_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE event_publication e
-    SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
-        lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
-        version = e.version + 1, updated_at = now()
-    FROM due WHERE e.event_id = due.event_id
-    RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
-              e.lease_token, e.occurred_at
-)
-SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
-       c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
-       (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id)
-FROM claimed c
-)SQL";
+const std::string kClaimSuspectSql = claim_sql("status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST'");
 
 constexpr const char* kSuspectDueSql = R"SQL(
 SELECT EXISTS (SELECT 1 FROM event_publication
@@ -131,16 +120,32 @@ SET status = CASE WHEN e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_
 FROM expired WHERE e.event_id = expired.event_id
 )SQL";
 
-constexpr const char* kFenceSql = R"SQL(
-SELECT 1 FROM event_publication
-WHERE event_id = $1::uuid AND status = 'PROCESSING' AND lease_token = $2::uuid
-FOR SHARE
+// The handler-transaction fence. FOR SHARE (or the completing update) keeps the row locked
+// until the handler's commit, so a host taking the event over waits for that commit.
+constexpr const char* kFenceConsumeSql = R"SQL(
+WITH fenced AS (
+    SELECT event_id FROM event_publication WHERE event_id = $1::uuid AND lease_token = $2::uuid FOR SHARE
+), consumed AS (
+    INSERT INTO event_consumption (event_id, handler_name)
+    SELECT f.event_id, h.name FROM fenced f, unnest($3::text[]) AS h(name)
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*) FROM fenced
 )SQL";
 
-constexpr const char* kConsumeSql = R"SQL(
-INSERT INTO event_consumption (event_id, handler_name) VALUES ($1::uuid, $2)
-ON CONFLICT DO NOTHING
-RETURNING 1
+constexpr const char* kFenceCompleteSql = R"SQL(
+WITH fenced AS (
+    UPDATE event_publication
+    SET status = 'COMPLETED', completed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        version = version + 1, updated_at = now()
+    WHERE event_id = $1::uuid AND lease_token = $2::uuid
+    RETURNING event_id
+), consumed AS (
+    INSERT INTO event_consumption (event_id, handler_name)
+    SELECT f.event_id, h.name FROM fenced f, unnest($3::text[]) AS h(name)
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*) FROM fenced
 )SQL";
 
 void prepare_once(pqxx::connection& conn) {
@@ -274,9 +279,12 @@ int LeaseStore::rescue_expired(int max_attempts, int limit) {
     return static_cast<int>(rows.affected_rows());
 }
 
-bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::string& handler_name) {
-    if (tx.exec_params(kFenceSql, lease.event_id, lease.lease_token).empty()) return false;
-    return !tx.exec_params(kConsumeSql, lease.event_id, handler_name).empty();
+bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::vector<std::string>& handler_names,
+                       bool complete) {
+    // Re-declaring a statement with the same text is a no-op in libpqxx.
+    const char* name = complete ? "outbox_fence_complete" : "outbox_fence_consume";
+    tx.conn().prepare(name, complete ? kFenceCompleteSql : kFenceConsumeSql);
+    return tx.exec_prepared1(name, lease.event_id, lease.lease_token, db::pg_array(handler_names))[0].as<long long>() > 0;
 }
 
 }  // namespace outbox::lease

@@ -77,10 +77,13 @@ private:
     pqxx::connection& conn_;
 };
 
-/// The fence a handler transaction runs just before its commit: locks the event row
-/// (FOR SHARE, so a takeover waits for this commit) if and only if `lease` is still this
-/// host's, and inserts the handler's consumption row. Returns false when the lease was
-/// lost or the handler already consumed the event: the caller must roll back.
-bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::string& handler_name);
+/// The fence a handler transaction runs just before its commit. If and only if `lease` is
+/// still this host's, it locks the event row (so a takeover waits for this commit) and
+/// records every handler in `handler_names` as a consumer; with `complete`, the same
+/// statement also moves the event to COMPLETED (the last handler of a clean attempt, so the
+/// event costs no separate outcome write). Returns false when the lease was lost: the
+/// caller must roll back.
+bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::vector<std::string>& handler_names,
+                       bool complete);
 
 }  // namespace outbox::lease
