@@ -21,3 +21,28 @@ ALTER TABLE event_publication ALTER COLUMN event_id SET DEFAULT outbox_uuid_v7()
 -- retention deletes them with their event. The foreign key added nothing to that but cost
 -- every consumption row a lookup of its event and a WAL-logged row lock on it.
 ALTER TABLE event_consumption DROP CONSTRAINT event_consumption_event_id_fkey;
+
+-- The fence a handler's transaction runs just before its commit, sent in one round trip
+-- with the COMMIT. If and only if the lease is still the caller's, it locks the event row
+-- (so a host taking the event over waits for this commit) and records the handlers as
+-- consumers; with p_complete it also moves the event to COMPLETED (the last handler of a
+-- clean attempt). A lost lease raises SQLSTATE OB001, which stops the COMMIT that follows.
+CREATE FUNCTION outbox_fence(p_event_id uuid, p_lease_token uuid, p_handlers text[], p_complete boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_complete THEN
+        UPDATE event_publication
+        SET status = 'COMPLETED', completed_at = now(), lease_owner = NULL, lease_token = NULL,
+            lease_expires_at = NULL, version = version + 1, updated_at = now()
+        WHERE event_id = p_event_id AND lease_token = p_lease_token;
+    ELSE
+        PERFORM 1 FROM event_publication WHERE event_id = p_event_id AND lease_token = p_lease_token FOR SHARE;
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'outboxd: the lease on this event was lost' USING ERRCODE = 'OB001';
+    END IF;
+    INSERT INTO event_consumption (event_id, handler_name)
+    SELECT p_event_id, h FROM unnest(p_handlers) AS h
+    ON CONFLICT DO NOTHING;
+END
+$$;

@@ -7,8 +7,6 @@
 
 namespace outbox::dispatch {
 namespace {
-constexpr std::size_t kMaxBatch = 1000;
-
 metrics::Metrics::Outcome outcome_of(core::EventStatus status) {
     switch (status) {
         case core::EventStatus::Completed: return metrics::Metrics::Outcome::Completed;

@@ -20,6 +20,9 @@ namespace outbox::dispatch {
 /// its lease extended) until its outcome is stored.
 class Completer {
 public:
+    /// The most outcomes one statement stores.
+    static constexpr std::size_t kMaxBatch = 1000;
+
     /// `wakeup` is poked after every stored batch: the scheduler counts outcomes waiting
     /// here against its room to claim.
     Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics,

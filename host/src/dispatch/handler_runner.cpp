@@ -58,15 +58,14 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
     }
     names.push_back(handler_name);
     try {
-        if (!lease::fence_and_consume(db.transaction(), lease, names, completes != nullptr)) {
-            db.rollback();
-            return failed(Kind::LeaseLost, "LEASE_LOST");
-        }
-        db.transaction().commit();
-        db.close_after_commit();
+        db.commit_with(lease::fence_statement(*db.connection(), lease, names, completes != nullptr));
         return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
     } catch (...) {
         const db::DbFailure failure = db::classify_db_error(std::current_exception());
+        if (failure.sqlstate == lease::kLeaseLostSqlstate) {
+            db.rollback();
+            return failed(Kind::LeaseLost, "LEASE_LOST");
+        }
         switch (failure.kind) {
             case db::DbFailureKind::InDoubt:
                 db.discard();

@@ -21,7 +21,8 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
     try {
         if (!tx_) {
             conn_.emplace(pool_.acquire());
-            tx_ = std::make_unique<pqxx::work>(**conn_);
+            tx_ = std::make_unique<pqxx::nontransaction>(**conn_);
+            tx_->exec0("BEGIN");
         }
         std::vector<const char*> values;
         values.reserve(params.size());
@@ -65,10 +66,16 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
     }
 }
 
+void HostDb::commit_with(const std::string& last_statement) {
+    tx_->exec(last_statement + "; COMMIT");
+    tx_.reset();
+    conn_.reset();
+}
+
 void HostDb::rollback() noexcept {
     if (tx_) {
         try {
-            tx_->abort();
+            tx_->exec0("ROLLBACK");
         } catch (...) {
             if (conn_) conn_->discard();
         }
@@ -77,16 +84,8 @@ void HostDb::rollback() noexcept {
     conn_.reset();
 }
 
-void HostDb::close_after_commit() noexcept {
-    tx_.reset();
-    conn_.reset();
-}
-
 void HostDb::discard() noexcept {
-    try {
-        tx_.reset();
-    } catch (...) {
-    }
+    tx_.reset();
     if (conn_) conn_->discard();
     conn_.reset();
 }

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include <pqxx/transaction>
+#include <pqxx/nontransaction>
 
 #include "db/connection_pool.hpp"
 #include "outbox/sdk/context.hpp"
@@ -27,22 +27,24 @@ public:
     sdk::Rows exec(std::string_view sql, const sdk::Params& params) override;
 
     [[nodiscard]] bool opened() const noexcept { return tx_ != nullptr; }
-    /// The open transaction and its connection; only when opened().
-    [[nodiscard]] pqxx::work& transaction() noexcept { return *tx_; }
+    /// Runs `last_statement` and COMMIT in one round trip; only when opened(). Throws what
+    /// libpqxx throws: then the outcome of the commit may be unknown (see discard()).
+    void commit_with(const std::string& last_statement);
+    /// The connection of the open transaction; only when opened().
     [[nodiscard]] db::ConnectionPool::Handle& connection() noexcept { return *conn_; }
     /// The first failure of exec(), if any: (retryable?, code).
     [[nodiscard]] const std::optional<std::pair<bool, std::string>>& failure() const noexcept { return failure_; }
     /// Rolls back and gives the connection back (dropping it if it is broken).
     void rollback() noexcept;
-    /// Ends the transaction after a commit and returns the connection.
-    void close_after_commit() noexcept;
     /// Drops the connection (after a commit whose outcome is unknown).
     void discard() noexcept;
 
 private:
     db::ConnectionPool& pool_;
     std::optional<db::ConnectionPool::Handle> conn_;
-    std::unique_ptr<pqxx::work> tx_;
+    // BEGIN and COMMIT are sent by hand so that the COMMIT can share a round trip with the
+    // lease fence; libpqxx's transaction classes send each on its own.
+    std::unique_ptr<pqxx::nontransaction> tx_;
     std::optional<std::pair<bool, std::string>> failure_;
     std::optional<std::string> prepared_sql_;  // the statement being run, when prepared
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dispatch/completer.hpp"
+
 namespace outbox::dispatch {
 namespace {
 // How often a busy host looks for suspects; an idle host looks on every pass.
@@ -76,11 +78,12 @@ void Scheduler::run(std::stop_token stop) {
 
         // While workers still have plenty queued, wait for room for a whole batch: many tiny
         // claims cost the database more than a few full ones.
-        // Outcomes still waiting for the completer hold their room too: a slow outcome
-        // write must slow the claims down instead of letting leases pile up.
+        // Outcomes waiting for the completer beyond one full batch hold room too: when
+        // storing outcomes falls behind, claims slow down instead of piling up leases.
+        // Up to a batch is normal pipelining (claims go on while outcomes are written).
         const int awaiting_outcome =
-            std::max(0, static_cast<int>(in_flight_.size()) - queue_.queued() - queue_.busy());
-        const int free = queue_.free_slots() - awaiting_outcome;
+            static_cast<int>(in_flight_.size()) - queue_.queued() - queue_.busy();
+        const int free = queue_.free_slots() - std::max(0, awaiting_outcome - static_cast<int>(Completer::kMaxBatch));
         if (free <= 0 || (free < options_.batch_size && queue_.queued() > options_.concurrency / 2)) {
             wakeup_.wait_for(options_.poll_interval, stop);
             continue;

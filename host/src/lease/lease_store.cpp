@@ -120,34 +120,6 @@ SET status = CASE WHEN e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_
 FROM expired WHERE e.event_id = expired.event_id
 )SQL";
 
-// The handler-transaction fence. FOR SHARE (or the completing update) keeps the row locked
-// until the handler's commit, so a host taking the event over waits for that commit.
-constexpr const char* kFenceConsumeSql = R"SQL(
-WITH fenced AS (
-    SELECT event_id FROM event_publication WHERE event_id = $1::uuid AND lease_token = $2::uuid FOR SHARE
-), consumed AS (
-    INSERT INTO event_consumption (event_id, handler_name)
-    SELECT f.event_id, h.name FROM fenced f, unnest($3::text[]) AS h(name)
-    ON CONFLICT DO NOTHING
-)
-SELECT count(*) FROM fenced
-)SQL";
-
-constexpr const char* kFenceCompleteSql = R"SQL(
-WITH fenced AS (
-    UPDATE event_publication
-    SET status = 'COMPLETED', completed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-        version = version + 1, updated_at = now()
-    WHERE event_id = $1::uuid AND lease_token = $2::uuid
-    RETURNING event_id
-), consumed AS (
-    INSERT INTO event_consumption (event_id, handler_name)
-    SELECT f.event_id, h.name FROM fenced f, unnest($3::text[]) AS h(name)
-    ON CONFLICT DO NOTHING
-)
-SELECT count(*) FROM fenced
-)SQL";
-
 void prepare_once(pqxx::connection& conn) {
     // Statement definitions live on the connection object; re-declaring is an error.
     try {
@@ -279,12 +251,11 @@ int LeaseStore::rescue_expired(int max_attempts, int limit) {
     return static_cast<int>(rows.affected_rows());
 }
 
-bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::vector<std::string>& handler_names,
-                       bool complete) {
-    // Re-declaring a statement with the same text is a no-op in libpqxx.
-    const char* name = complete ? "outbox_fence_complete" : "outbox_fence_consume";
-    tx.conn().prepare(name, complete ? kFenceCompleteSql : kFenceConsumeSql);
-    return tx.exec_prepared1(name, lease.event_id, lease.lease_token, db::pg_array(handler_names))[0].as<long long>() > 0;
+std::string fence_statement(pqxx::connection_base& conn, const LeaseRef& lease,
+                            const std::vector<std::string>& handler_names, bool complete) {
+    // Literals, not parameters: the statement travels with the COMMIT in one simple query.
+    return "SELECT outbox_fence(" + conn.quote(lease.event_id) + "::uuid, " + conn.quote(lease.lease_token) +
+           "::uuid, " + conn.quote(db::pg_array(handler_names)) + "::text[], " + (complete ? "true" : "false") + ")";
 }
 
 }  // namespace outbox::lease

@@ -77,13 +77,15 @@ private:
     pqxx::connection& conn_;
 };
 
-/// The fence a handler transaction runs just before its commit. If and only if `lease` is
-/// still this host's, it locks the event row (so a takeover waits for this commit) and
-/// records every handler in `handler_names` as a consumer; with `complete`, the same
-/// statement also moves the event to COMPLETED (the last handler of a clean attempt, so the
-/// event costs no separate outcome write). Returns false when the lease was lost: the
-/// caller must roll back.
-bool fence_and_consume(pqxx::transaction_base& tx, const LeaseRef& lease, const std::vector<std::string>& handler_names,
-                       bool complete);
+/// The fence a handler transaction runs just before its commit (outbox_fence(), migration
+/// V5): if and only if `lease` is still this host's, it locks the event row (so a takeover
+/// waits for this commit) and records every handler in `handler_names` as a consumer; with
+/// `complete`, it also moves the event to COMPLETED (the last handler of a clean attempt,
+/// so the event costs no separate outcome write). A lost lease fails the statement with
+/// SQLSTATE kLeaseLostSqlstate. Returned as SQL text with literal values, to be sent
+/// together with the COMMIT in one round trip.
+std::string fence_statement(pqxx::connection_base& conn, const LeaseRef& lease,
+                            const std::vector<std::string>& handler_names, bool complete);
+inline constexpr const char* kLeaseLostSqlstate = "OB001";
 
 }  // namespace outbox::lease
