@@ -4,9 +4,11 @@
 # throwaway PostgreSQL 15 cluster with default settings, in one run; prints one table.
 #
 #   bench/run.sh [--quick] [--n N] [--runs R] [--latency-seconds S] [--growth] [--hosts]
-#                [--no-peers] [--only SECTIONS]
+#                [--no-peers] [--only SECTIONS] [--build-dir DIR]
 #
-#   --quick            N = 2,000, one run, 3 s of latency: checks that everything still works
+#   --quick            N = 2,000, one run, 3 s of latency, every drain bounded to 2 minutes:
+#                      checks that everything still works (scripts/test.sh runs it); its
+#                      figures mean nothing
 #   --n N              events per throughput run (default 100,000)
 #   --runs R           runs per figure; the table shows the median and min–max (default 3)
 #   --latency-seconds  how long each latency run publishes 50 events/s (default 20)
@@ -17,6 +19,8 @@
 #   --hosts            also: 1, 2 and 4 outboxd hosts on one database
 #   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
 #   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts
+#   --build-dir DIR    add the bench targets to this already configured build tree and use
+#                      its outboxd (keeps its build type; for smoke runs next to the tests)
 #
 # Builds outboxd, the bench plugins and the outbox_bench helper in Release mode into
 # OUTBOX_BENCH_BUILD_DIR (default build-bench/). The peers are installed from the npm
@@ -34,9 +38,12 @@ latency_seconds=20
 latency_rate=50
 sections=outboxd,latency,pgbench,peers
 quick=0
+reuse_build=0
+drain_timeout=900
 while (($#)); do
   case "$1" in
-    --quick) quick=1; n=2000; runs=1; latency_seconds=3 ;;
+    --quick) quick=1; n=2000; runs=1; latency_seconds=3; drain_timeout=120 ;;
+    --build-dir) build_dir=$(cd "$2" && pwd); reuse_build=1; shift ;;
     --n) n=$2; shift ;;
     --runs) runs=$2; shift ;;
     --latency-seconds) latency_seconds=$2; shift ;;
@@ -71,8 +78,14 @@ fi
 
 "$root/scripts/install-deps.sh"
 log "building into $build_dir"
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_BENCH=ON -DOUTBOX_BUILD_TESTS=OFF \
-  -DOUTBOX_BUILD_PLUGINS=OFF >/dev/null
+if ((reuse_build)); then
+  [[ -f "$build_dir/CMakeCache.txt" ]] ||
+    { echo "run.sh: --build-dir $build_dir is not a configured build tree" >&2; exit 2; }
+  cmake -S "$root" -B "$build_dir" -DOUTBOX_BUILD_BENCH=ON >/dev/null
+else
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_BENCH=ON -DOUTBOX_BUILD_TESTS=OFF \
+    -DOUTBOX_BUILD_PLUGINS=OFF >/dev/null
+fi
 cmake --build "$build_dir" --target outbox_bench -j"$(nproc)" >/dev/null
 outboxd=$build_dir/host/outboxd
 tool=$build_dir/bench/outbox_bench
@@ -196,7 +209,8 @@ outboxd_throughput() {
   fresh_db bench_run "$template"
   start_hosts "$key" bench_run "$kind" "$hosts" -- "$@"
   for pid in "${host_pids[@]}"; do pid_args+=(--pid "$pid"); done
-  line=$("$tool" drain --url "$base/bench_run" --type "$type" --n "$n" --postmaster "$postmaster" "${pid_args[@]}")
+  line=$("$tool" drain --url "$base/bench_run" --type "$type" --n "$n" --timeout "$drain_timeout" \
+    --postmaster "$postmaster" "${pid_args[@]}")
   stop_hosts
   record tp "$key" "$description" "$line"
   log "$description, run $run/$runs: $line"
@@ -302,7 +316,7 @@ if want peers; then
     shift 4
     [[ "$mode" == latency ]] && kind=lat
     fresh_db bench_peer
-    line=$(cd "$work" && NO_LOG_SUCCESS=1 node "$driver" "$mode" --url "$base/bench_peer" --postmaster "$postmaster" "$@" \
+    line=$(cd "$work" && NO_LOG_SUCCESS=1 timeout "$((drain_timeout + 60))" node "$driver" "$mode" --url "$base/bench_peer" --postmaster "$postmaster" "$@" \
       2>>"$results_dir/logs/$key.log" | tail -n 1)
     [[ "$line" == n=* ]] || { echo "run.sh: $key failed; see $results_dir/logs/$key.log" >&2; exit 1; }
     record "$kind" "$key" "$description" "$line"

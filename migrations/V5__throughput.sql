@@ -17,10 +17,21 @@ CREATE FUNCTION outbox_uuid_v7() RETURNS uuid LANGUAGE sql VOLATILE PARALLEL SAF
 $$;
 ALTER TABLE event_publication ALTER COLUMN event_id SET DEFAULT outbox_uuid_v7();
 
--- Consumption rows are written only by outboxd, under a lease fence on their event, and
--- retention deletes them with their event. The foreign key added nothing to that but cost
--- every consumption row a lookup of its event and a WAL-logged row lock on it.
+-- Consumption rows are written only by outboxd, under a lease fence on their event. The
+-- foreign key added nothing to that but cost every consumption row a lookup of its event
+-- and a WAL-logged row lock on it. Deleting events (retention, or by hand) still deletes
+-- their consumption rows: a statement-level trigger does it once per DELETE statement.
 ALTER TABLE event_consumption DROP CONSTRAINT event_consumption_event_id_fkey;
+
+CREATE FUNCTION outbox_delete_consumption() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM event_consumption c USING deleted_events d WHERE c.event_id = d.event_id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER event_publication_delete_consumption AFTER DELETE ON event_publication
+    REFERENCING OLD TABLE AS deleted_events
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_delete_consumption();
 
 -- The fence a handler's transaction runs just before its commit, sent in one round trip
 -- with the COMMIT. If and only if the lease is still the caller's, it locks the event row

@@ -66,6 +66,17 @@ TEST_F(RetentionTest, DeletesOnlyCompletedRowsOlderThanTheRetentionWithTheirCons
     EXPECT_EQ(Retention(7 * 24h).run_once(conn), std::optional<long long>(0)) << "a second pass finds nothing";
 }
 
+// There is no foreign key from event_consumption (migration V5); a statement-level trigger
+// deletes the consumption rows of whatever events a DELETE removes, by retention or by hand.
+TEST_F(RetentionTest, DeletingEventsByHandAlsoDeletesTheirConsumptionRows) {
+    const auto gone = completed(4, "1 day");
+    const auto kept = completed(2, "1 hour");
+    db_.exec("DELETE FROM event_publication WHERE event_id IN ('" + gone[0] + "', '" + gone[1] + "', '" + gone[2] +
+             "', '" + gone[3] + "')");
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 2);
+    EXPECT_EQ(count("SELECT count(*) FROM event_consumption WHERE event_id IN ('" + kept[0] + "', '" + kept[1] + "')"), 2);
+}
+
 TEST_F(RetentionTest, DeletesEverythingDueInBatchesInOnePass) {
     completed(35, "2 hours");
     completed(4, "10 minutes");

@@ -8,26 +8,19 @@
 namespace outbox::lease {
 namespace {
 
-// The first CTE walks the completed_at partial index oldest first; the status check keeps
-// the DELETE honest even if a row changed since (nothing moves rows out of COMPLETED today).
-// Consumption rows go with their event in the same statement (there is no cascading
-// foreign key: see migration V5).
+// The inner SELECT walks the completed_at partial index oldest first; the outer status
+// check keeps the DELETE honest even if a row changed since (nothing moves rows out of
+// COMPLETED today).
 constexpr const char* kDeleteBatchSql = R"SQL(
-WITH doomed AS (
+DELETE FROM event_publication
+WHERE event_id IN (
     SELECT event_id FROM event_publication
     WHERE status = 'COMPLETED'
       AND completed_at < coalesce($2::timestamptz, now()) - $1::bigint * interval '1 millisecond'
     ORDER BY completed_at
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM event_publication e USING doomed
-    WHERE e.event_id = doomed.event_id AND e.status = 'COMPLETED'
-    RETURNING e.event_id
-), consumption AS (
-    DELETE FROM event_consumption c USING gone WHERE c.event_id = gone.event_id
-)
-SELECT count(*) FROM gone
+    FOR UPDATE SKIP LOCKED)
+  AND status = 'COMPLETED'
 )SQL";
 
 }  // namespace
@@ -43,11 +36,11 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
         for (;;) {
             pqxx::work tx(conn);
             tx.exec("SET LOCAL statement_timeout = '30s'");
-            const auto n =
-                tx.exec_params1(kDeleteBatchSql, static_cast<long long>(retention_.count()), now, batch_)[0].as<long long>();
+            const auto n = tx.exec_params0(kDeleteBatchSql, static_cast<long long>(retention_.count()), now, batch_)
+                               .affected_rows();
             tx.commit();
-            deleted += n;
-            if (n < batch_ || stop.stop_requested()) break;
+            deleted += static_cast<long long>(n);
+            if (n < static_cast<std::size_t>(batch_) || stop.stop_requested()) break;
         }
     } catch (...) {
         try {
