@@ -13,10 +13,12 @@ namespace {
 // means published and never touched since): on a large table that lookup is an index
 // descent per event that first attempts never need.
 std::string claim_sql(const char* due_filter) {
-    return std::string(R"SQL(
+    std::string sql = R"SQL(
 WITH due AS (
     SELECT event_id FROM event_publication
-    WHERE )SQL") + due_filter + R"SQL(
+    WHERE )SQL";
+    sql += due_filter;
+    sql += R"SQL(
       AND next_attempt_at <= now() AND event_type = ANY($1::text[])
     ORDER BY next_attempt_at
     LIMIT $2
@@ -36,6 +38,7 @@ SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, '
             ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END
 FROM claimed c
 )SQL";
+    return sql;
 }
 
 // Ordinary claims skip suspects.
@@ -52,6 +55,11 @@ SELECT EXISTS (SELECT 1 FROM event_publication
                  AND event_type = ANY($1::text[]))
 )SQL";
 
+// The batch statements name their events as `event_id = ANY($1)` besides joining the input
+// on it: the planner then always reaches them through the primary key. Without it, a
+// table whose statistics say it is small gets a sequential scan hashed against the input,
+// once per batch (measured: 77 ms per outcome batch on 100,000 rows with four hosts).
+//
 // The batch statements fence on lease_token alone: a row has a token if and only if it is
 // PROCESSING (CHECK event_publication_lease_check), and naming status = 'PROCESSING' here
 // lets the planner walk the whole lease partial index once per batch instead of looking
@@ -73,7 +81,7 @@ WITH input AS (
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
         version = e.version + 1, updated_at = now()
     FROM input i
-    WHERE e.event_id = i.event_id AND e.lease_token = i.lease_token
+    WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = i.event_id AND e.lease_token = i.lease_token
     RETURNING e.event_id, i.lease_token
 ), consumed AS (
     INSERT INTO event_consumption (event_id, handler_name)
@@ -88,7 +96,7 @@ constexpr const char* kExtendSql = R"SQL(
 UPDATE event_publication e
 SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
 FROM unnest($1::uuid[], $2::uuid[]) AS h(event_id, lease_token)
-WHERE e.event_id = h.event_id AND e.lease_token = h.lease_token
+WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = h.event_id AND e.lease_token = h.lease_token
 RETURNING e.lease_token::text
 )SQL";
 
@@ -99,7 +107,7 @@ SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
 FROM unnest($1::uuid[], $2::uuid[]) AS r(event_id, lease_token)
-WHERE e.event_id = r.event_id AND e.lease_token = r.lease_token
+WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = r.event_id AND e.lease_token = r.lease_token
 )SQL";
 
 // Rescue: SKIP LOCKED so that hosts rescuing at the same moment split the work, and a row
@@ -254,8 +262,14 @@ int LeaseStore::rescue_expired(int max_attempts, int limit) {
 std::string fence_statement(pqxx::connection_base& conn, const LeaseRef& lease,
                             const std::vector<std::string>& handler_names, bool complete) {
     // Literals, not parameters: the statement travels with the COMMIT in one simple query.
-    return "SELECT outbox_fence(" + conn.quote(lease.event_id) + "::uuid, " + conn.quote(lease.lease_token) +
-           "::uuid, " + conn.quote(db::pg_array(handler_names)) + "::text[], " + (complete ? "true" : "false") + ")";
+    std::string sql = "SELECT outbox_fence('";
+    sql += conn.esc(lease.event_id);
+    sql += "'::uuid, '";
+    sql += conn.esc(lease.lease_token);
+    sql += "'::uuid, '";
+    sql += conn.esc(db::pg_array(handler_names));
+    sql += complete ? "'::text[], true)" : "'::text[], false)";
+    return sql;
 }
 
 }  // namespace outbox::lease
