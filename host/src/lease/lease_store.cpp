@@ -8,7 +8,9 @@ namespace outbox::lease {
 namespace {
 
 // Claim: the due-row CTE walks a partial index in next_attempt_at order and skips rows
-// another host has locked; attempt_count is counted here so a crash still counts. Earlier
+// another host has locked; attempt_count is counted here so a crash still counts. The
+// update finds the locked rows by key (= ANY of their ids), never by a join the planner
+// could turn into a walk of the whole primary key. Earlier
 // consumptions are looked up only for events claimed before (version 2 after the claim
 // means published and never touched since): on a large table that lookup is an index
 // descent per event that first attempts never need.
@@ -28,7 +30,7 @@ WITH due AS (
     SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
         lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
         version = e.version + 1, updated_at = now()
-    FROM due WHERE e.event_id = due.event_id
+    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM due))
     RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
               e.lease_token, e.occurred_at, e.version
 )
@@ -125,7 +127,7 @@ SET status = CASE WHEN e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_
     next_attempt_at = now(), last_error_code = 'WORKER_LOST',
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
-FROM expired WHERE e.event_id = expired.event_id
+WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired))
 )SQL";
 
 void prepare_once(pqxx::connection& conn) {
