@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -104,6 +105,24 @@ long long completed(const std::string& url) {
     return count(url, "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'");
 }
 
+// Two hosts work through `events`; once a quarter of them completed, with work still left,
+// `fault` strikes. Then every event must settle with nothing left PROCESSING past its
+// lease, and both hosts must stop cleanly. `logs` receives both hosts' logs.
+void run_two_hosts_with_a_fault_mid_run(const Fleet& fleet, const std::string& url, int events,
+                                        const std::function<void()>& fault, std::string& logs) {
+    auto first = fleet.start("host-1");
+    auto second = fleet.start("host-2");
+    ASSERT_TRUE(wait_until([&] { return completed(url) >= events / 4; }, 60s)) << status_summary(url);
+    ASSERT_GT(unsettled(url), 0) << "the fault must strike mid-run";
+    fault();
+    long long max_stuck = 0;
+    settle(url, max_stuck, 120s);
+    logs = fleet.log("host-1") + fleet.log("host-2");
+    stop_cleanly(fleet, *first, "host-1");
+    stop_cleanly(fleet, *second, "host-2");
+    EXPECT_EQ(max_stuck, 0);
+}
+
 TEST(RemoteFaults, ClassifierKilledMidRunUnderStallsAndLostAnswersClassifiesEachWebsiteOnce) {
     constexpr int kWebsites = 400;
     TestDatabase db;
@@ -136,21 +155,15 @@ TEST(RemoteFaults, ClassifierKilledMidRunUnderStallsAndLostAnswersClassifiesEach
                       "      endpoint: " + classifier.base_url() + "/v1/classify\n"
                       "      api_key_env: AI_API_KEY\n"
                       "      timeout: 1s\n");
-    auto first = fleet.start("host-1");
-    auto second = fleet.start("host-2");
-
-    ASSERT_TRUE(wait_until([&] { return completed(url) >= kWebsites / 4; }, 60s)) << status_summary(url);
-    ASSERT_GT(unsettled(url), 0) << "the classifier must die mid-run";
-    classifier.kill();  // calls in flight are reset, new ones refused
-    std::this_thread::sleep_for(3s);
-    classifier.start(faults);
-    long long max_stuck = 0;
-    settle(url, max_stuck, 120s);
-    const std::string logs = fleet.log("host-1") + fleet.log("host-2");
-    stop_cleanly(fleet, *first, "host-1");
-    stop_cleanly(fleet, *second, "host-2");
-
-    EXPECT_EQ(max_stuck, 0);
+    std::string logs;
+    ASSERT_NO_FATAL_FAILURE(run_two_hosts_with_a_fault_mid_run(
+        fleet, url, kWebsites,
+        [&] {
+            classifier.kill();  // calls in flight are reset, new ones refused
+            std::this_thread::sleep_for(3s);
+            classifier.start(faults);
+        },
+        logs));
     expect_final_invariants(url, kDocumentedRetryCodes, std::nullopt, "category-classification");
     EXPECT_EQ(completed(url), kWebsites) << status_summary(url);
     EXPECT_EQ(count(url, "SELECT count(*) FROM category_change"), kWebsites) << "each website's category set once";
@@ -190,23 +203,17 @@ TEST(RemoteFaults, AdminFrozenMidRunUnderSlowAndLostAnswersCountsEachMissionOnce
                       "    config:\n"
                       "      base_url: " + admin.base_url() + "\n"
                       "      timeout: 1s\n");
-    auto first = fleet.start("host-1");
-    auto second = fleet.start("host-2");
-
-    ASSERT_TRUE(wait_until([&] { return completed(url) >= kMissions / 4; }, 60s)) << status_summary(url);
-    ASSERT_GT(unsettled(url), 0) << "the admin server must freeze mid-run";
     // Frozen: calls in flight and new ones time out; once resumed it processes what the
     // clients already gave up on, and the retries must not count those missions again.
-    admin.signal(SIGSTOP);
-    std::this_thread::sleep_for(3s);
-    admin.signal(SIGCONT);
-    long long max_stuck = 0;
-    settle(url, max_stuck, 120s);
-    const std::string logs = fleet.log("host-1") + fleet.log("host-2");
-    stop_cleanly(fleet, *first, "host-1");
-    stop_cleanly(fleet, *second, "host-2");
-
-    EXPECT_EQ(max_stuck, 0);
+    std::string logs;
+    ASSERT_NO_FATAL_FAILURE(run_two_hosts_with_a_fault_mid_run(
+        fleet, url, kMissions,
+        [&] {
+            admin.signal(SIGSTOP);
+            std::this_thread::sleep_for(3s);
+            admin.signal(SIGCONT);
+        },
+        logs));
     expect_final_invariants(url, kDocumentedRetryCodes, std::nullopt, "mission-log-forwarding");
     EXPECT_EQ(completed(url), kMissions) << status_summary(url);
     EXPECT_GT(count_lines(logs, "code=TIMEOUT"), 0);

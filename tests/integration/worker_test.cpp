@@ -25,29 +25,34 @@ protected:
     bool all_in(const std::string& status, long long expected) const {
         return count("SELECT count(*) FROM event_publication WHERE status = '" + status + "'") == expected;
     }
+    /// Publishes `n` TestRequested events with `payload` and starts one host running both
+    /// scripted handlers ("scripted", then "scripted-b") on them.
+    std::unique_ptr<TestHost> run_both_handlers(const std::string& payload, int n) const {
+        publish_many(db_.url(), "TestRequested", payload, n);
+        auto host = std::make_unique<TestHost>(fast_options(db_.url(), "h1"),
+                                               std::vector<std::string>{OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
+        host->start();
+        return host;
+    }
 
     TestDatabase db_;
 };
 
 TEST_F(Worker, CompletesEventsAndRecordsOneConsumptionPerHandler) {
-    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": true})", 50);
-    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
-    host.start();
+    const auto host = run_both_handlers(R"({"db": true, "b_db": true})", 50);
     ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 50); }, 20s));
     EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 100);
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 100);
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE attempt_count <> 1 OR completed_at IS NULL "
                     "OR lease_token IS NOT NULL OR lease_owner IS NOT NULL"),
               0);
-    EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::Completed), 50u);
+    EXPECT_EQ(host->metrics().outcome_count(metrics::Metrics::Outcome::Completed), 50u);
 }
 
 // The last handler of a clean attempt that used ctx.db() records every consumption and
 // completes the event in its own transaction: rows written by one transaction share xmin.
 TEST_F(Worker, TheLastHandlerUsingCtxDbCompletesTheEventInItsOwnTransaction) {
-    publish_many(db_.url(), "TestRequested", R"({"db": false, "b_db": true})", 20);
-    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
-    host.start();
+    const auto host = run_both_handlers(R"({"db": false, "b_db": true})", 20);
     ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 20); }, 20s));
     EXPECT_EQ(count("SELECT count(*) FROM event_publication e JOIN scripted_effect x USING (event_id) "
                     "WHERE e.xmin::text = x.xmin::text AND e.attempt_count = 1 AND e.version = 3"),
@@ -55,15 +60,13 @@ TEST_F(Worker, TheLastHandlerUsingCtxDbCompletesTheEventInItsOwnTransaction) {
     EXPECT_EQ(count("SELECT count(*) FROM event_consumption c JOIN event_publication e USING (event_id) "
                     "WHERE c.xmin::text = e.xmin::text"),
               40);
-    EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::Completed), 20u);
+    EXPECT_EQ(host->metrics().outcome_count(metrics::Metrics::Outcome::Completed), 20u);
 }
 
 // When the last handler does not use ctx.db(), the outcome goes through the batched
 // outcome statement instead: the event's last change is not the effect's transaction.
 TEST_F(Worker, AnEarlierHandlersTransactionDoesNotCompleteTheEvent) {
-    publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": false})", 20);
-    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
-    host.start();
+    const auto host = run_both_handlers(R"({"db": true, "b_db": false})", 20);
     ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 20); }, 20s));
     EXPECT_EQ(count("SELECT count(*) FROM event_publication e JOIN scripted_effect x USING (event_id) "
                     "WHERE e.xmin::text <> x.xmin::text"),
@@ -73,9 +76,7 @@ TEST_F(Worker, AnEarlierHandlersTransactionDoesNotCompleteTheEvent) {
 
 // A failed attempt never completes in a handler transaction; the retry that goes well does.
 TEST_F(Worker, AFailedAttemptIsStoredAndTheCleanRetryCompletesInTheHandlersTransaction) {
-    publish_many(db_.url(), "TestRequested", R"({"db": false, "b_db": true, "b_fail_times": 1})", 10);
-    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
-    host.start();
+    const auto host = run_both_handlers(R"({"db": false, "b_db": true, "b_fail_times": 1})", 10);
     ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 10); }, 20s));
     EXPECT_EQ(count("SELECT count(*) FROM event_publication e JOIN scripted_effect x USING (event_id) "
                     "WHERE e.xmin::text = x.xmin::text AND e.attempt_count = 2"),
@@ -206,10 +207,8 @@ TEST_F(Worker, UnknownExceptionsAndUnsafeCodesAreStoredAsSafeCodesOnly) {
 }
 
 TEST_F(Worker, RedeliveryRunsOnlyTheHandlerThatFailed) {
-    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "b_db": true, "b_fail_times": 1})", 1);
-    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
-    host.start();
-    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "COMPLETED"; }, 10s));
+    const auto host = run_both_handlers(R"({"db": true, "b_db": true, "b_fail_times": 1})", 1);
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 1); }, 10s));
     EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication"), "2");
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE handler_name = 'scripted'"), 1)
         << "the handler that succeeded on attempt 1 must not run again";

@@ -1,5 +1,7 @@
 #include "db/migrator.hpp"
 
+#include "db/db_error.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -87,13 +89,12 @@ std::vector<Migration> validated(const std::vector<EmbeddedMigration>& embedded)
 
 std::string short_hash(const std::string& checksum) { return checksum.substr(0, 12) + "…"; }
 
-// libpq messages start with "ERROR:  " and may continue with LINE/HINT lines.
-std::string first_line(std::string_view text) {
-    text = text.substr(0, text.find('\n'));
-    if (text.starts_with("ERROR:")) text.remove_prefix(6);
-    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\r' || text.back() == '\t')) text.remove_suffix(1);
-    return std::string(text);
+// PostgreSQL's message can quote the values a statement touched, so only the SQLSTATE
+// leaves here; running the file with psql shows the whole message. Called in a catch block.
+MigrationError failed_migration(const std::string& file_name) {
+    return MigrationError("migration " + file_name + " failed and was rolled back: " +
+                          classify_db_error(std::current_exception()).describe() +
+                          "; run the file with psql against a copy of the database to see PostgreSQL's message");
 }
 
 std::map<int, HistoryRow> read_history(pqxx::transaction_base& tx) {
@@ -218,13 +219,11 @@ std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn) const {
                             static_cast<long long>(duration_ms));
             tx.commit();
             applied.push_back({migration.version, migration.file_name, static_cast<long long>(duration_ms)});
-        } catch (const pqxx::sql_error& e) {
-            throw MigrationError("migration " + migration.file_name + " failed and was rolled back: " +
-                                 first_line(e.what()));
-        } catch (const pqxx::transaction_rollback& e) {
+        } catch (const pqxx::sql_error&) {
+            throw failed_migration(migration.file_name);
+        } catch (const pqxx::transaction_rollback&) {
             // Not an sql_error in libpqxx 6.4 (serialization failure, deadlock).
-            throw MigrationError("migration " + migration.file_name + " failed and was rolled back: " +
-                                 first_line(e.what()));
+            throw failed_migration(migration.file_name);
         }
     }
     return applied;
