@@ -350,6 +350,13 @@ TEST(Config, ValueWithANewlineIsShownEscapedOnOneLine) {
     EXPECT_TRUE(contains(message, R"(log.level = "info\nerror")")) << message;
 }
 
+// A handler name is a key of the file, so it can hold any character a quoted YAML key can.
+TEST(Config, AHandlerNameWithControlCharactersStillGivesAOneLineError) {
+    const std::string message = error_of("handlers:\n  \"a\\nb\\rc\":\n    max_concurrency: 0\n");
+    EXPECT_TRUE(contains(message, R"(handlers.a?b?c.max_concurrency = "0")")) << message;
+    EXPECT_EQ(message.find('\r'), std::string::npos) << message;
+}
+
 TEST(Config, UnknownKeyIsRejectedWithItsLineAndASuggestion) {
     const std::string message = error_of("outbox:\n  batch_size: 5\n  pol_interval: 1s\n");
     EXPECT_TRUE(contains(message, "outbox.pol_interval (from outboxd.yaml:3): unknown key")) << message;

@@ -50,8 +50,6 @@ std::string shown_value(std::string_view text) {
                       "): " + std::string(allowed));
 }
 
-// Key names and parser messages come from the file: control characters would break the
-// one-line error (or forge log lines), so they are shown as '?'.
 std::string one_line(std::string text) {
     for (char& c : text) {
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
@@ -60,7 +58,7 @@ std::string one_line(std::string text) {
 }
 
 [[noreturn]] void fail_at(std::string_view key, std::string_view origin, std::string_view problem) {
-    throw ConfigError(one_line(std::string(key) + " (from " + std::string(origin) + "): " + std::string(problem)));
+    throw ConfigError(std::string(key) + " (from " + std::string(origin) + "): " + std::string(problem));
 }
 
 std::string lower(std::string_view text) {
@@ -392,7 +390,7 @@ YAML::Node load_document(const std::string& yaml_text, const std::string& source
     } catch (const YAML::Exception& e) {
         std::string where = source;
         if (!e.mark.is_null()) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-        throw ConfigError(one_line(where + ": YAML syntax error: " + e.msg));
+        throw ConfigError(where + ": YAML syntax error: " + e.msg);
     }
 }
 
@@ -447,6 +445,8 @@ void read_file(const FileReader& file, const YAML::Node& root, std::map<std::str
 }
 
 }  // namespace
+
+ConfigError::ConfigError(const std::string& message) : std::runtime_error(one_line(message)) {}
 
 HandlerSettings Config::handler(const std::string& handler_name) const {
     const auto it = handlers.find(handler_name);

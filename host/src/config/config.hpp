@@ -12,10 +12,13 @@ namespace outbox::config {
 using std::chrono::milliseconds;
 
 /// A bad configuration value. what() is the one line printed before exit code 2: the key
-/// (and the environment variable it came from), the value, and what is allowed.
+/// (and the environment variable it came from), the value, and what is allowed. Keys,
+/// handler names and parser messages come from the file, so the constructor shows control
+/// characters as '?': whatever a throw site quotes, the message stays one line and cannot
+/// forge log lines.
 class ConfigError : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit ConfigError(const std::string& message);
 };
 
 struct HandlerSettings {
