@@ -14,6 +14,7 @@
 #include <link.h>
 
 #include "app/plugins_check.hpp"
+#include "plugin/plugin_directory.hpp"
 #include "outbox/sdk/abi.hpp"
 #include "support/temp_dir.hpp"
 
@@ -301,7 +302,13 @@ OUTBOX_PLUGIN(Declared);
     EXPECT_EQ(deduplicated.event_types, std::vector<std::string>{"Good"}) << "a repeated event type counts once";
 }
 
-TEST_F(PluginLoaderTest, DirectoryLoadKeepsGoingPastBadFiles) {
+// The first scan of a directory, as `run` does it at start and `plugins check` does it once.
+DirectoryChange first_scan(const fs::path& dir, const fs::path& private_dir, const HandlerConfigs& configs = {}) {
+    PluginDirectory directory(dir, private_dir, configs);
+    return directory.rescan();
+}
+
+TEST_F(PluginLoaderTest, DirectoryScanKeepsGoingPastBadFiles) {
     copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
     copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_CONFIG);
     copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_THROWING_CTOR);
@@ -313,11 +320,11 @@ TEST_F(PluginLoaderTest, DirectoryLoadKeepsGoingPastBadFiles) {
     const fs::path linked = copy_fixture(elsewhere.path(), OUTBOX_FIXTURE_BAD_NAME, "libtarget.so");
     fs::create_symlink(linked, plugin_dir_.path() / "libz_linked.so");
 
-    const DirectoryLoad result =
-        load_directory(loader_, plugin_dir_.path(), {{"configured", R"({"endpoint":"http://127.0.0.1:9"})"}});
+    const DirectoryChange result = first_scan(plugin_dir_.path(), private_dir_.path(),
+                                              {{"configured", R"({"endpoint":"http://127.0.0.1:9"})"}});
 
     std::vector<std::string> loaded;
-    for (const auto& plugin : result.loaded) {
+    for (const auto& plugin : result.added) {
         loaded.push_back(plugin.file.filename().string() + "=" + plugin.handler_name);
     }
     EXPECT_EQ(loaded,
@@ -336,25 +343,25 @@ TEST_F(PluginLoaderTest, DuplicateHandlerNameIsRejectedNamingTheFirstFile) {
     copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO, "libb_echo.so");
     copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_DUPLICATE_ECHO, "liba_echo.so");
 
-    const DirectoryLoad result = load_directory(loader_, plugin_dir_.path(), {});
+    const DirectoryChange result = first_scan(plugin_dir_.path(), private_dir_.path());
 
-    ASSERT_EQ(result.loaded.size(), 1U);
-    EXPECT_EQ(result.loaded[0].file.filename(), "liba_echo.so");
+    ASSERT_EQ(result.added.size(), 1U);
+    EXPECT_EQ(result.added[0].file.filename(), "liba_echo.so");
     ASSERT_EQ(result.rejected.size(), 1U);
     EXPECT_EQ(result.rejected[0].file.filename(), "libb_echo.so");
     const std::string& reason = result.rejected[0].reason;
-    EXPECT_NE(reason.find("handler_name 'echo' is already loaded from"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("duplicate handler_name 'echo', already provided by"), std::string::npos) << reason;
     EXPECT_NE(reason.find("liba_echo.so"), std::string::npos) << reason;
-    EXPECT_NE(reason.find("libb_echo.so"), std::string::npos) << reason;
+    EXPECT_EQ(reason.rfind("libb_echo.so: ", 0), 0U) << reason;
 }
 
 TEST_F(PluginLoaderTest, MissingDirectoryIsOneRejectionNamingIt) {
     const fs::path missing = plugin_dir_.path() / "nope";
-    const DirectoryLoad result = load_directory(loader_, missing, {});
-    EXPECT_TRUE(result.loaded.empty());
+    const DirectoryChange result = first_scan(missing, private_dir_.path());
+    EXPECT_TRUE(result.added.empty());
     ASSERT_EQ(result.rejected.size(), 1U);
     EXPECT_EQ(result.rejected[0].file, missing);
-    EXPECT_NE(result.rejected[0].reason.find(missing.string()), std::string::npos) << result.rejected[0].reason;
+    EXPECT_EQ(result.rejected[0].reason, missing.string() + " does not exist");
 }
 
 TEST_F(PluginLoaderTest, PluginBuiltByAnOutsideTeamWithPlainGccLoads) {
@@ -450,7 +457,33 @@ TEST_F(PluginsCheckTest, EmptyDirectoryHasNoPluginsAndExitsZero) {
 TEST_F(PluginsCheckTest, MissingDirectoryExitsOne) {
     std::ostringstream out;
     EXPECT_EQ(app::plugins_check(dir_.path() / "missing", {}, out), 1);
-    EXPECT_NE(out.str().find((dir_.path() / "missing").string()), std::string::npos) << out.str();
+    EXPECT_EQ(out.str(), "error: " + (dir_.path() / "missing").string() + " does not exist\n");
+}
+
+// `run` refuses a plugin others could have swapped; the check must not call it OK.
+TEST_F(PluginsCheckTest, AFileOrDirectoryRunWouldNotTrustIsAnError) {
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
+    const fs::path config_plugin = copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_CONFIG);
+    fs::permissions(config_plugin, fs::perms::group_write, fs::perm_options::add);
+    std::ostringstream file_out;
+
+    EXPECT_EQ(app::plugins_check(dir_.path(), {{"configured", R"({"endpoint":"http://x"})"}}, file_out), 1);
+
+    const auto lines = lines_of(file_out.str());
+    ASSERT_EQ(lines.size(), 3U) << file_out.str();
+    EXPECT_EQ(lines[1].rfind("libfixture_good_config.so", 0), 0U) << lines[1];
+    EXPECT_NE(lines[1].find("is writable by its group; make it writable by its owner only (chmod go-w)"),
+              std::string::npos)
+        << lines[1];
+    EXPECT_EQ(lines[2].substr(lines[2].size() - 2), "OK") << lines[2];
+
+    fs::permissions(config_plugin, fs::perms::group_write, fs::perm_options::remove);
+    fs::permissions(dir_.path(), fs::perms::others_write, fs::perm_options::add);
+    std::ostringstream dir_out;
+    EXPECT_EQ(app::plugins_check(dir_.path(), {}, dir_out), 1);
+    EXPECT_EQ(dir_out.str(), "error: " + dir_.path().string() +
+                                 " is writable by others; make it writable by its owner only (chmod go-w)\n");
+    fs::permissions(dir_.path(), fs::perms::others_write, fs::perm_options::remove);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 
 #include <stdlib.h>
 
+#include "plugin/plugin_directory.hpp"
+
 namespace outbox::app {
 namespace {
 
@@ -77,21 +79,23 @@ int plugins_check(const std::filesystem::path& dir, const plugin::HandlerConfigs
         out << "error: cannot create a temporary directory for private plugin copies\n";
         return 1;
     }
-    plugin::PluginLoader loader(scratch.path());
-    plugin::DirectoryLoad result = plugin::load_directory(loader, dir, configs);
+    // The same directory model `run` serves from, so the check applies the same trust,
+    // file-type and duplicate rules, not only the loader's.
+    plugin::PluginDirectory directory(dir, scratch.path(), configs);
+    const plugin::DirectoryChange result = directory.rescan();
 
     // A rejection of the directory itself has no file row to go in.
-    if (result.loaded.empty() && result.rejected.size() == 1 && result.rejected.front().file == dir) {
+    if (result.added.empty() && result.rejected.size() == 1 && result.rejected.front().file == dir) {
         out << "error: " << result.rejected.front().reason << '\n';
         return 1;
     }
-    if (result.loaded.empty() && result.rejected.empty()) {
+    if (result.added.empty() && result.rejected.empty()) {
         out << "no plugins found in " << dir.string() << '\n';
         return 0;
     }
 
     std::vector<std::pair<fs::path, Row>> rows;
-    for (const auto& plugin : result.loaded) {
+    for (const auto& plugin : result.added) {
         rows.emplace_back(plugin.file, Row{plugin.file.filename().string(), plugin.handler_name,
                                            join(plugin.event_types), plugin.abi, "OK"});
     }

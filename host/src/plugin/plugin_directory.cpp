@@ -1,6 +1,8 @@
 #include "plugin/plugin_directory.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <system_error>
 
@@ -12,7 +14,10 @@ namespace fs = std::filesystem;
 
 std::optional<std::string> trust_problem(const fs::path& path) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return path.string() + " cannot be read";
+    if (::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT) return path.string() + " does not exist";
+        return path.string() + " cannot be read (" + std::strerror(errno) + ")";
+    }
     if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
         return path.string() + " is owned by uid " + std::to_string(st.st_uid) +
                ", neither root nor the user outboxd runs as; a plugin runs with the host's database credentials";

@@ -49,15 +49,4 @@ private:
     unsigned long long copies_ = 0;
 };
 
-/// The result of loading every "*.so" in a directory (sorted by file name).
-struct DirectoryLoad {
-    std::vector<LoadedPlugin> loaded;
-    std::vector<RejectedPlugin> rejected;
-};
-
-/// Loads every "*.so" in `dir` in file-name order. A file whose handler_name was already
-/// loaded from another file is rejected as a duplicate. A missing or unreadable directory
-/// is a single rejection naming the directory.
-DirectoryLoad load_directory(PluginLoader& loader, const std::filesystem::path& dir, const HandlerConfigs& configs);
-
 }  // namespace outbox::plugin
