@@ -364,6 +364,17 @@ TEST_F(PluginLoaderTest, MissingDirectoryIsOneRejectionNamingIt) {
     EXPECT_EQ(result.rejected[0].reason, missing.string() + " does not exist");
 }
 
+// A path that exists but cannot be listed must not pass for an empty directory.
+TEST_F(PluginLoaderTest, APluginPathThatIsNotADirectoryIsOneRejectionNamingIt) {
+    const fs::path file = plugin_dir_.path() / "plugins";
+    write_text(file, "not a directory");
+    const DirectoryChange result = first_scan(file, private_dir_.path());
+    EXPECT_TRUE(result.added.empty());
+    ASSERT_EQ(result.rejected.size(), 1U);
+    EXPECT_EQ(result.rejected[0].file, file);
+    EXPECT_EQ(result.rejected[0].reason.rfind(file.string() + " cannot be listed (", 0), 0U) << result.rejected[0].reason;
+}
+
 TEST_F(PluginLoaderTest, PluginBuiltByAnOutsideTeamWithPlainGccLoads) {
     const fs::path source = plugin_dir_.path() / "outside.cpp";
     write_text(source, R"(#include <outbox/sdk.hpp>

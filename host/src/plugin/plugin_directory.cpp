@@ -34,29 +34,37 @@ PluginDirectory::PluginDirectory(fs::path dir, fs::path private_dir, HandlerConf
 
 DirectoryChange PluginDirectory::rescan() {
     DirectoryChange change;
-    if (auto problem = trust_problem(dir_)) {
-        // Report a directory problem once, not on every rescan.
-        if (problem != last_directory_problem_) change.rejected.push_back({dir_, *problem});
-        last_directory_problem_ = problem;
+    std::optional<std::string> directory_problem = trust_problem(dir_);
+    std::vector<fs::path> entries;
+    if (!directory_problem) {
+        // A directory that cannot be listed (no read permission, not a directory) would
+        // otherwise look empty and unload nothing without a word.
+        std::error_code ec;
+        for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+        if (ec) directory_problem = dir_.string() + " cannot be listed (" + ec.message() + ")";
+    }
+    if (directory_problem) {
+        // Report a directory problem once, not on every rescan; what is loaded stays.
+        if (directory_problem != last_directory_problem_) change.rejected.push_back({dir_, *directory_problem});
+        last_directory_problem_ = directory_problem;
         return change;
     }
     last_directory_problem_.reset();
 
     std::map<fs::path, Version> present;
     std::map<fs::path, std::string> unusable;
-    std::error_code ec;
-    for (const auto& item : fs::directory_iterator(dir_, ec)) {
-        if (item.path().extension() != ".so") continue;
+    for (const fs::path& path : entries) {
+        if (path.extension() != ".so") continue;
         struct stat st {};
-        if (::stat(item.path().c_str(), &st) != 0) {
-            unusable[item.path().filename()] = "cannot be read (a dangling symbolic link?)";
+        if (::stat(path.c_str(), &st) != 0) {
+            unusable[path.filename()] = "cannot be read (a dangling symbolic link?)";
             continue;
         }
         if (!S_ISREG(st.st_mode)) {
-            unusable[item.path().filename()] = "is not a regular file";
+            unusable[path.filename()] = "is not a regular file";
             continue;
         }
-        present[item.path().filename()] =
+        present[path.filename()] =
             Version{st.st_ino, static_cast<std::uintmax_t>(st.st_size),
                     static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec};
     }
