@@ -150,7 +150,8 @@ TEST_F(AdminHttp, ReadyzNeedsAHandlerOnlyWhileProcessingIsEnabled) {
 }
 
 TEST_F(AdminHttp, ReadyzAndMetricsFollowTheHandlersTheHostRoutesToNow) {
-    const TestHost host(fast_options(db_.url(), "h"), {OUTBOX_FIXTURE_SCRIPTED});
+    TestHost host(fast_options(db_.url(), "h"), {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
     std::atomic<std::shared_ptr<const dispatch::HandlerSet>> current;  // nothing loaded yet
     admin::AdminOptions options = default_options();
     options.processing_enabled = true;

@@ -6,7 +6,7 @@
 
 #include <pqxx/pqxx>
 
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 #include "lease/lease_store.hpp"
 #include "support/pg_fixture.hpp"
 
@@ -23,7 +23,7 @@ protected:
         db_.exec("INSERT INTO event_publication (company_id, event_type, payload) "
                  "SELECT 'acme', 'TestRequested', '{}' FROM generate_series(1, 50000)");
         conn_ = std::make_unique<pqxx::connection>(db_.url());
-        pqxx::nontransaction(*conn_).exec(dispatch::kSessionSettings);
+        pqxx::nontransaction(*conn_).exec(db::kSessionSettings);
     }
 
     std::string plan(const std::string& statement) {

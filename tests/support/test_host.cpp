@@ -20,33 +20,69 @@ dispatch::RuntimeOptions fast_options(const std::string& database_url, const std
     o.max_backoff = std::chrono::milliseconds{0};
     o.concurrency = 4;
     o.shutdown_timeout = std::chrono::seconds{10};
+    o.abandon_grace = std::chrono::seconds{2};
     return o;
 }
 
-TestHost::TestHost(dispatch::RuntimeOptions options, const std::vector<std::string>& plugin_files,
-                   const plugin::HandlerConfigs& configs, std::chrono::milliseconds handler_timeout,
-                   const std::map<std::string, config::HandlerSettings>& settings_by_handler) {
-    plugin::PluginLoader loader(private_dir_.path());
-    std::vector<dispatch::HandlerEntry> entries;
-    for (const auto& file : plugin_files) {
-        auto result = loader.load_file(file, configs);
-        if (auto* rejected = std::get_if<plugin::RejectedPlugin>(&result)) {
-            throw std::runtime_error("test plugin rejected: " + file + ": " + rejected->reason);
-        }
-        auto& loaded = std::get<plugin::LoadedPlugin>(result);
-        config::HandlerSettings settings;
-        settings.timeout = handler_timeout;
-        const auto found = configs.find(loaded.handler_name);
-        if (found != configs.end()) settings.config_json = found->second;
-        const auto explicit_settings = settings_by_handler.find(loaded.handler_name);
-        if (explicit_settings != settings_by_handler.end()) settings = explicit_settings->second;
-        entries.push_back({loaded.handler_name, loaded.event_types, loaded.handler, settings, loaded.file});
-    }
-    handlers_ = std::make_shared<const dispatch::HandlerSet>(std::move(entries));
-    runtime_ = std::make_unique<dispatch::Runtime>(std::move(options), handlers_, metrics_);
+namespace {
+
+config::Config config_from(const dispatch::RuntimeOptions& options, const plugin::HandlerConfigs& configs,
+                           std::chrono::milliseconds handler_timeout,
+                           const std::map<std::string, config::HandlerSettings>& settings) {
+    config::Config config;
+    config.outbox = options;
+    config.database.url = options.database_url;
+    config.database.pool_size = options.pool_size;
+    config.database.startup_timeout = std::chrono::milliseconds{0};
+    config.outbox.handler_timeout = handler_timeout;
+    config.admin.listen = "off";
+    for (const auto& [name, json] : configs) config.handlers[name].config_json = json;
+    for (const auto& [name, explicit_settings] : settings) config.handlers[name] = explicit_settings;
+    return config;
 }
 
-TestHost::~TestHost() { runtime_->stop(); }
+}  // namespace
+
+TestHost::TestHost(dispatch::RuntimeOptions options, const std::vector<std::string>& plugin_files,
+                   const plugin::HandlerConfigs& configs, std::chrono::milliseconds handler_timeout,
+                   const std::map<std::string, config::HandlerSettings>& settings)
+    : TestHost(config_from(options, configs, handler_timeout, settings), plugin_files) {}
+
+TestHost::TestHost(config::Config config, const std::vector<std::string>& plugin_files)
+    : config_(std::move(config)), expected_plugins_(plugin_files.size()) {
+    namespace fs = std::filesystem;
+    // Deployed as an operator would: root-owned, not writable by group or others.
+    fs::permissions(plugin_dir_.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                            fs::perms::others_read | fs::perms::others_exec);
+    for (const auto& file : plugin_files) {
+        const fs::path target = plugin_dir_.path() / fs::path(file).filename();
+        fs::copy_file(file, target, fs::copy_options::overwrite_existing);
+        fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                    fs::perms::others_read);
+    }
+    config_.plugins.dir = plugin_dir_.path().string();
+}
+
+TestHost::~TestHost() {
+    if (host_ && !stop()) {
+        // Its stuck threads still use the host: keep it (reachable, so not reported as a leak).
+        static std::vector<std::unique_ptr<app::Host>> kept;
+        kept.push_back(std::move(host_));
+    }
+}
+
+void TestHost::start() {
+    host_ = std::make_unique<app::Host>(config_, app::Host::Options{});
+    std::stop_source never;
+    if (!host_->start(never.get_token())) throw std::runtime_error("test host did not start");
+    handlers_ = host_->runtime()->handlers();
+    if (handlers_->entries().size() != expected_plugins_) {
+        throw std::runtime_error("test host loaded " + std::to_string(handlers_->entries().size()) + " of " +
+                                 std::to_string(expected_plugins_) + " plugin(s); see the log for the refusal");
+    }
+}
+
+bool TestHost::stop() { return !host_ || host_->stop() == 0; }
 
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "app/host.hpp"
 #include "dispatch/runtime.hpp"
 #include "metrics/metrics.hpp"
 #include "plugin/plugin_loader.hpp"
@@ -16,27 +18,37 @@ namespace outbox::test {
 /// Options for an in-process test host: short poll, lease and backoff so tests run fast.
 dispatch::RuntimeOptions fast_options(const std::string& database_url, const std::string& host_id);
 
-/// A worker host running in the test process: real plugin files loaded through the real
-/// loader, the real runtime, a real database.
+/// A worker host running in the test process, built by the same composition root as
+/// `outboxd run` (app::Host): the plugin files are deployed into a plugin directory of its
+/// own and loaded from there, with the watcher, fleet registry and retention running; only
+/// the admin listener is off. A real database.
 class TestHost {
 public:
     /// `settings` (by handler name) replaces the default settings of a handler entirely;
-    /// otherwise a handler gets `handler_timeout` and its entry in `configs`.
+    /// otherwise a handler gets `handler_timeout` (as outbox.handler_timeout) and its entry
+    /// in `configs`. Throws when a plugin file is refused.
     TestHost(dispatch::RuntimeOptions options, const std::vector<std::string>& plugin_files,
              const plugin::HandlerConfigs& configs = {}, std::chrono::milliseconds handler_timeout = std::chrono::seconds{30},
              const std::map<std::string, config::HandlerSettings>& settings = {});
+    /// The configuration the host runs with; change it before start().
+    explicit TestHost(config::Config config, const std::vector<std::string>& plugin_files = {});
     ~TestHost();
 
-    void start() { runtime_->start(); }
-    bool stop() { return runtime_->stop(); }
-    [[nodiscard]] metrics::Metrics& metrics() noexcept { return metrics_; }
-    [[nodiscard]] const dispatch::HandlerSet& handlers() const noexcept { return *handlers_; }
+    void start();
+    /// Returns false when handler threads never returned.
+    bool stop();
+    [[nodiscard]] metrics::Metrics& metrics() noexcept { return host_->metrics(); }
+    /// The handlers the host routes to (after start()).
+    [[nodiscard]] const dispatch::HandlerSet& handlers() const { return *handlers_; }
+    [[nodiscard]] dispatch::Runtime& runtime() { return *host_->runtime(); }
+    [[nodiscard]] const std::filesystem::path& plugin_dir() const noexcept { return plugin_dir_.path(); }
 
 private:
-    TempDir private_dir_;
-    metrics::Metrics metrics_;
+    TempDir plugin_dir_;
+    config::Config config_;
+    std::size_t expected_plugins_ = 0;
+    std::unique_ptr<app::Host> host_;
     std::shared_ptr<const dispatch::HandlerSet> handlers_;
-    std::unique_ptr<dispatch::Runtime> runtime_;
 };
 
 /// Polls `condition` every 20ms until it holds or `timeout` passes; returns the last result.

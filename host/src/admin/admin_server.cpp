@@ -37,6 +37,9 @@ constexpr const char* kJson = "application/json";
 
 // A dead or black-holed database must not hold a request thread for libpq's default
 // (unbounded) connect time.
+// An admin request waits this long for a pooled connection, then answers 503 BUSY.
+constexpr auto kPoolWait = std::chrono::seconds{2};
+
 std::string with_connect_timeout(const std::string& url) {
     if (url.find("connect_timeout") != std::string::npos) return url;
     const std::string param = "connect_timeout=" + std::to_string(kConnectTimeoutSeconds);
@@ -228,7 +231,8 @@ struct AdminServer::Impl {
         for (int attempt = 1;; ++attempt) {
             std::optional<db::ConnectionPool::Handle> conn;
             try {
-                conn.emplace(pool.acquire());
+                conn.emplace(pool.acquire(std::chrono::steady_clock::now() + kPoolWait));
+                db::CallGuard guard(**conn);
                 work(**conn);
                 return std::nullopt;
             } catch (...) {
@@ -255,10 +259,15 @@ struct AdminServer::Impl {
                            "Idempotency-Key to learn its outcome");
                 break;
             case db::DbFailureKind::Conflict: send_error(res, 503, "BUSY", "the database is busy; try again"); break;
-            case db::DbFailureKind::Sql:
-                if (failure->sqlstate == "57014") {
+            case db::DbFailureKind::Timeout:
+                if (failure->sqlstate.empty()) {
+                    send_error(res, 503, "BUSY", "every admin database connection is in use; try again");
+                } else {
                     send_error(res, 503, "TIMEOUT", "the database did not answer in time; try again");
-                } else if (failure->sqlstate == "55P03") {
+                }
+                break;
+            case db::DbFailureKind::Sql:
+                if (failure->sqlstate == "55P03") {
                     send_error(res, 503, "BUSY", "the event is locked by another operation; try again");
                 } else {
                     send_error(res, 500, "INTERNAL", "internal error");

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/commands.hpp"
+#include "app/host.hpp"
 #include "app/plugins_check.hpp"
 #include "config/config.hpp"
 #include "log/log.hpp"
@@ -58,6 +59,7 @@ int run_cli(int argc, char** argv) {
         return 2;
     }
     log::init(config.log.level, config.log.format);
+    db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first);
     if (*migrate) return migrate_command(config);

@@ -1,5 +1,7 @@
 #include "app/host_identity.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -17,8 +19,12 @@ std::string host_identity(const std::string& configured) {
 }
 
 PrivateDir::PrivateDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "outboxd-plugins-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a private plugin directory");
+    const std::filesystem::path base = std::filesystem::temp_directory_path();
+    std::string pattern = (base / "outboxd-plugins-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+        throw std::runtime_error("cannot create a private plugin directory in " + base.string() + ": " +
+                                 std::strerror(errno) + " (set TMPDIR to a writable directory)");
+    }
     path_ = pattern;
 }
 

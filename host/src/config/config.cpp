@@ -156,6 +156,16 @@ const std::array kSettings{
     Setting{"database.url", "OUTBOX_DATABASE_URL", [](Config& c, const Value& v) { c.database.url = v.raw.text; }},
     Setting{"database.pool_size", "OUTBOX_DB_POOL_SIZE",
             [](Config& c, const Value& v) { c.database.pool_size = to_int(v, 1, 256); }},
+    Setting{"database.connect_timeout", "OUTBOX_DATABASE_CONNECT_TIMEOUT",
+            [](Config& c, const Value& v) { c.database.connect_timeout = to_duration(v, 1s, 10min); }},
+    Setting{"database.keepalives_idle", "OUTBOX_DATABASE_KEEPALIVES_IDLE",
+            [](Config& c, const Value& v) { c.database.keepalives_idle = to_duration(v, 1s, 1h); }},
+    Setting{"database.tcp_user_timeout", "OUTBOX_DATABASE_TCP_USER_TIMEOUT",
+            [](Config& c, const Value& v) { c.database.tcp_user_timeout = to_duration(v, 1s, 1h); }},
+    Setting{"database.call_timeout", "OUTBOX_DATABASE_CALL_TIMEOUT",
+            [](Config& c, const Value& v) { c.database.call_timeout = to_duration(v, 1s, 1h); }},
+    Setting{"database.startup_timeout", "OUTBOX_DATABASE_STARTUP_TIMEOUT",
+            [](Config& c, const Value& v) { c.database.startup_timeout = to_duration(v, 0ms, 24h); }},
     Setting{"outbox.enabled", "OUTBOX_ENABLED", [](Config& c, const Value& v) { c.outbox.enabled = to_bool(v); }},
     Setting{"outbox.poll_interval", "OUTBOX_POLL_INTERVAL",
             [](Config& c, const Value& v) { c.outbox.poll_interval = to_duration(v, 10ms, 1h); }},
@@ -174,6 +184,12 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.outbox.concurrency = to_int(v, 1, 1024); }},
     Setting{"outbox.shutdown_timeout", "OUTBOX_SHUTDOWN_TIMEOUT",
             [](Config& c, const Value& v) { c.outbox.shutdown_timeout = to_duration(v, 0ms, 1h); }},
+    Setting{"outbox.handler_timeout", "OUTBOX_HANDLER_TIMEOUT",
+            [](Config& c, const Value& v) { c.outbox.handler_timeout = to_duration(v, 1ms, 24h); }},
+    Setting{"outbox.abandon_grace", "OUTBOX_ABANDON_GRACE",
+            [](Config& c, const Value& v) { c.outbox.abandon_grace = to_duration(v, 0ms, 1h); }},
+    Setting{"outbox.max_abandoned_threads", "OUTBOX_MAX_ABANDONED_THREADS",
+            [](Config& c, const Value& v) { c.outbox.max_abandoned_threads = to_int(v, 0, 1024); }},
     Setting{"outbox.retention", "OUTBOX_RETENTION",
             [](Config& c, const Value& v) { c.outbox.retention = to_duration(v, 1min, 24h * 3650); }},
     Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; }},
@@ -450,7 +466,9 @@ ConfigError::ConfigError(const std::string& message) : std::runtime_error(one_li
 
 HandlerSettings Config::handler(const std::string& handler_name) const {
     const auto it = handlers.find(handler_name);
-    return it == handlers.end() ? HandlerSettings{} : it->second;
+    HandlerSettings settings = it == handlers.end() ? HandlerSettings{} : it->second;
+    if (!settings.timeout) settings.timeout = outbox.handler_timeout;
+    return settings;
 }
 
 EnvLookup process_environment() {

@@ -24,7 +24,9 @@ public:
 struct HandlerSettings {
     std::optional<int> max_concurrency;         // fleet-wide calls in flight
     std::optional<double> rate_limit_per_second;  // fleet-wide call starts per second
-    milliseconds timeout{std::chrono::seconds{30}};
+    /// The deadline of one call (ctx.deadline()); unset in the file: outbox.handler_timeout.
+    /// Config::handler() always returns it set.
+    std::optional<milliseconds> timeout;
     std::string config_json = "{}";  // the `config:` section as JSON
 };
 
@@ -32,6 +34,11 @@ struct Config {
     struct Database {
         std::string url;  // empty: libpq's defaults (PGHOST, PGDATABASE, ...)
         int pool_size = 4;
+        milliseconds connect_timeout{std::chrono::seconds{10}};
+        milliseconds keepalives_idle{std::chrono::seconds{10}};
+        milliseconds tcp_user_timeout{std::chrono::seconds{20}};
+        milliseconds call_timeout{std::chrono::seconds{15}};  // host-kept bound of one database call
+        milliseconds startup_timeout{std::chrono::seconds{60}};  // 0: fail at once
     } database;
     struct Outbox {
         bool enabled = true;
@@ -43,6 +50,9 @@ struct Config {
         milliseconds max_backoff{std::chrono::minutes{5}};
         int concurrency = 8;
         milliseconds shutdown_timeout{std::chrono::seconds{30}};
+        milliseconds handler_timeout{std::chrono::seconds{60}};
+        milliseconds abandon_grace{std::chrono::seconds{10}};
+        std::optional<int> max_abandoned_threads;  // unset: = concurrency
         milliseconds retention{std::chrono::hours{24 * 7}};
         std::string host_id;  // empty: "<hostname>:<pid>"
     } outbox;

@@ -4,18 +4,17 @@
 
 namespace outbox::db {
 
-std::unique_ptr<pqxx::connection> open_connection(const std::string& url) {
-    auto conn = std::make_unique<pqxx::connection>(url);
-    return conn;
-}
-
 ConnectionPool::ConnectionPool(std::string url, int size) : url_(std::move(url)), size_(size < 1 ? 1 : size) {}
 
-ConnectionPool::Handle ConnectionPool::acquire() {
+ConnectionPool::Handle ConnectionPool::acquire(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
     std::unique_ptr<Pooled> conn;
     {
         std::unique_lock lock(mutex_);
-        available_.wait(lock, [&] { return in_use_ < size_; });
+        const auto free = [&] { return in_use_ < size_; };
+        const bool got = deadline == std::chrono::steady_clock::time_point::max()
+                             ? available_.wait(lock, stop, free)
+                             : available_.wait_until(lock, stop, deadline, free);
+        if (!got) throw PoolTimeout();
         ++in_use_;
         if (!idle_.empty()) {
             conn = std::move(idle_.back());

@@ -11,12 +11,21 @@
 #include <utility>
 #include <vector>
 
+#include <chrono>
+#include <stdexcept>
+#include <stop_token>
+
 #include <pqxx/connection>
+
+#include "db/connect.hpp"
 
 namespace outbox::db {
 
-/// Opens a connection. Throws pqxx::broken_connection when the server cannot be reached.
-std::unique_ptr<pqxx::connection> open_connection(const std::string& url);
+/// No pool slot became free before the caller's deadline (or its stop was requested).
+class PoolTimeout : public std::runtime_error {
+public:
+    PoolTimeout() : std::runtime_error("no database connection became free in time") {}
+};
 
 /// A fixed-size pool of connections, sized independently of handler concurrency. Connections
 /// are opened lazily and replaced when found broken. Thread-safe.
@@ -59,9 +68,11 @@ public:
     ConnectionPool(const ConnectionPool&) = delete;
     ConnectionPool& operator=(const ConnectionPool&) = delete;
 
-    /// Waits for a free slot and returns an open connection. Throws pqxx::broken_connection
-    /// when a new connection cannot be opened (the slot is given back).
-    Handle acquire();
+    /// Waits for a free slot until `deadline` or a stop request (then throws PoolTimeout) and
+    /// returns an open connection. Throws pqxx::broken_connection when a new connection
+    /// cannot be opened (the slot is given back).
+    Handle acquire(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max(),
+                   std::stop_token stop = {});
 
     [[nodiscard]] const std::string& url() const noexcept { return url_; }
 
@@ -77,7 +88,7 @@ private:
     std::string url_;
     int size_;
     std::mutex mutex_;
-    std::condition_variable available_;
+    std::condition_variable_any available_;
     std::vector<std::unique_ptr<Pooled>> idle_;
     int in_use_ = 0;
 };

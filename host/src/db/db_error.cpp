@@ -2,6 +2,8 @@
 
 #include <pqxx/except>
 
+#include "db/connection_pool.hpp"
+
 namespace outbox::db {
 
 DbFailure classify_db_error(const std::exception_ptr& error) noexcept {
@@ -21,10 +23,13 @@ DbFailure classify_db_error(const std::exception_ptr& error) noexcept {
         return {DbFailureKind::Conflict, "40000"};
     } catch (const pqxx::sql_error& e) {
         const std::string state = e.sqlstate();
+        if (state == "57014") return {DbFailureKind::Timeout, state};  // statement timeout (or a cancel)
         // Class 57 (operator intervention: admin shutdown, crash shutdown) and 08
         // (connection exception) mean the server went away mid-statement.
         if (state.rfind("57", 0) == 0 || state.rfind("08", 0) == 0) return {DbFailureKind::ConnectionBroken, state};
         return {DbFailureKind::Sql, state};
+    } catch (const PoolTimeout&) {
+        return {DbFailureKind::Timeout, {}};
     } catch (...) {
         return {DbFailureKind::Other, {}};
     }
@@ -32,9 +37,13 @@ DbFailure classify_db_error(const std::exception_ptr& error) noexcept {
 
 std::string DbFailure::describe() const {
     switch (kind) {
-        case DbFailureKind::ConnectionBroken: return "connection lost" + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")");
+        case DbFailureKind::ConnectionBroken:
+            if (!note.empty()) return "connection lost (" + note + ")";
+            return "connection lost" + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")");
         case DbFailureKind::Conflict: return "serialization conflict (SQLSTATE " + sqlstate + ")";
         case DbFailureKind::InDoubt: return "commit outcome unknown";
+        case DbFailureKind::Timeout:
+            return sqlstate.empty() ? std::string("no pooled connection free in time") : "statement timeout (SQLSTATE " + sqlstate + ")";
         case DbFailureKind::Sql: return "SQL error (SQLSTATE " + (sqlstate.empty() ? std::string("?") : sqlstate) + ")";
         case DbFailureKind::Other: return "unexpected error";
     }

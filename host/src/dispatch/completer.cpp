@@ -2,7 +2,7 @@
 
 #include <unordered_set>
 
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 #include "log/log.hpp"
 
 namespace outbox::dispatch {
@@ -17,7 +17,7 @@ metrics::Metrics::Outcome outcome_of(core::EventStatus status) {
 }  // namespace
 
 Completer::Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics,
-                     Wakeup& wakeup)
+                     db::Wakeup& wakeup)
     : url_(std::move(url)), outage_(outage), in_flight_(in_flight), metrics_(metrics), wakeup_(wakeup) {}
 
 void Completer::submit(lease::Finish finish) {
@@ -29,7 +29,7 @@ void Completer::submit(lease::Finish finish) {
 }
 
 void Completer::run(std::stop_token stop, std::chrono::milliseconds give_up_after) {
-    DbSession session(url_, "completer", outage_);
+    db::DbSession session(url_, "completer", outage_);
     std::optional<std::chrono::steady_clock::time_point> give_up_at;
     std::stop_source never;  // the completer's own waits must outlive the stop request
     while (true) {

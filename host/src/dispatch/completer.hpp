@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "db/outage_log.hpp"
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 #include "dispatch/in_flight.hpp"
 #include "lease/lease_store.hpp"
 #include "metrics/metrics.hpp"
@@ -26,7 +26,7 @@ public:
     /// `wakeup` is poked after every stored batch: the scheduler counts outcomes waiting
     /// here against its room to claim.
     Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics,
-              Wakeup& wakeup);
+              db::Wakeup& wakeup);
 
     void submit(lease::Finish finish);
 
@@ -45,7 +45,7 @@ private:
     db::OutageLog& outage_;
     InFlightTable& in_flight_;
     metrics::Metrics& metrics_;
-    Wakeup& wakeup_;
+    db::Wakeup& wakeup_;
     std::mutex mutex_;
     std::condition_variable_any changed_;
     std::vector<lease::Finish> pending_;

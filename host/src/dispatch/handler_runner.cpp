@@ -9,6 +9,8 @@ namespace outbox::dispatch {
 namespace {
 
 using Kind = core::HandlerOutcome::Kind;
+// Config::handler() always sets the timeout; this only guards entries built by hand.
+constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds{60}};
 
 core::HandlerOutcome from_disposition(const sdk::Disposition& disposition) {
     core::HandlerOutcome outcome;
@@ -34,7 +36,8 @@ sdk::Disposition classify_current(const sdk::Handler& handler, const std::except
 core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::LeaseRef& lease,
                                         const std::string& handler_name) {
     try {
-        auto conn = pool.acquire();
+        auto conn = pool.acquire(std::chrono::steady_clock::now() + db::connection_settings().call_timeout);
+        db::CallGuard guard(*conn);
         pqxx::read_transaction tx(*conn);
         const auto rows = tx.exec_params("SELECT 1 FROM event_consumption WHERE event_id = $1::uuid AND handler_name = $2",
                                          lease.event_id, handler_name);
@@ -74,6 +77,7 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
                 db.discard();
                 return reread_consumption(pool, lease, handler_name);
             case db::DbFailureKind::Conflict: db.rollback(); return failed(Kind::Retry, "DB_CONFLICT");
+            case db::DbFailureKind::Timeout: db.rollback(); return failed(Kind::Retry, "DB_TIMEOUT");
             case db::DbFailureKind::Sql:
                 db.rollback();
                 return failed(Kind::Review, "DB_" + (failure.sqlstate.empty() ? std::string("ERROR") : failure.sqlstate));
@@ -87,12 +91,14 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
 
 HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
                        db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
-                       const std::vector<std::string>* completes) {
+                       std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes) {
     const auto started = std::chrono::steady_clock::now();
+    const auto deadline = started + entry.settings.timeout.value_or(kDefaultTimeout);
     HandlerRun run;
-    HostDb db(pool);
-    HostContext ctx(db, flight.lost, hard_stop, started + entry.settings.timeout, entry.settings.config_json,
-                    claimed.event.id, claimed.event.type, entry.name, claimed.event.attempt);
+    HostDb db(pool, deadline);
+    HostContext ctx(db, flight.lost, hard_stop, deadline, entry.settings.config_json, claimed.event.id,
+                    claimed.event.type, entry.name, claimed.event.attempt);
+    flight.call_started(deadline + abandon_grace);
 
     std::optional<sdk::Disposition> thrown;
     try {
@@ -103,7 +109,12 @@ HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& cla
         thrown = sdk::Disposition::retry("UNCLASSIFIED");
     }
 
-    if (flight.lost) {
+    if (!flight.call_returned()) {
+        // The host gave up on this call and stored its outcome; a late result changes nothing.
+        db.rollback();
+        run.abandoned = true;
+        run.outcome = failed(Kind::Retry, "HANDLER_TIMEOUT");
+    } else if (flight.lost) {
         db.rollback();
         run.outcome = failed(Kind::LeaseLost, "LEASE_LOST");
     } else if (thrown) {

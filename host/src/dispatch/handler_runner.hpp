@@ -19,6 +19,9 @@ struct HandlerRun {
     bool consumption_pending = false;
     /// The handler's transaction also moved the event to COMPLETED (see `completes`).
     bool completed = false;
+    /// handle() did not return by its deadline plus the grace: the host abandoned the call
+    /// and stored its outcome itself. Nothing of this run may be used or written.
+    bool abandoned = false;
     std::chrono::nanoseconds duration{0};
 };
 
@@ -32,8 +35,11 @@ struct HandlerRun {
 /// succeeded; it names those that did so without ctx.db(). If this handler used ctx.db()
 /// and succeeds, its transaction also records them and completes the event
 /// (HandlerRun::completed), so the event needs no separate outcome write.
+///
+/// The call's deadline is handlers.<name>.timeout from now; `abandon_grace` after it the
+/// host may abandon the call (see InFlight::Call).
 HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
                        db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
-                       const std::vector<std::string>* completes = nullptr);
+                       std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes = nullptr);
 
 }  // namespace outbox::dispatch

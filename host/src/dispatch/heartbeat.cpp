@@ -1,14 +1,14 @@
 #include "dispatch/heartbeat.hpp"
 
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 #include "lease/lease_store.hpp"
 #include "log/log.hpp"
 
 namespace outbox::dispatch {
 
 void Heartbeat::run(std::stop_token stop) {
-    DbSession session(url_, "heartbeat", outage_);
-    while (sleep_for(interval_, stop)) {
+    db::DbSession session(url_, "heartbeat", outage_);
+    while (db::sleep_for(interval_, stop)) {
         const std::vector<lease::LeaseRef> leases = in_flight_.leases();
         if (leases.empty()) continue;
         session.run(
@@ -26,9 +26,9 @@ void Heartbeat::run(std::stop_token stop) {
 }
 
 void Rescuer::run(std::stop_token stop) {
-    DbSession session(url_, "rescuer", outage_);
+    db::DbSession session(url_, "rescuer", outage_);
     constexpr int kBatch = 500;
-    while (sleep_for(interval_, stop)) {
+    while (db::sleep_for(interval_, stop)) {
         int moved = kBatch;
         while (moved == kBatch && !stop.stop_requested()) {
             moved = 0;

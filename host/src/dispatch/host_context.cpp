@@ -8,9 +8,34 @@
 namespace outbox::dispatch {
 namespace {
 constexpr const char* kStalePlan = "0A000";
+constexpr auto kGuardMargin = std::chrono::seconds{2};
 }  // namespace
 
 HostDb::~HostDb() { rollback(); }
+
+void HostDb::fail(bool retryable, std::string code) {
+    failure_.emplace(retryable, std::move(code));
+    if (retryable) throw sdk::RetryableError(failure_->second, "database statement failed");
+    throw sdk::NonRetryableError(failure_->second, "database statement failed");
+}
+
+// The server ends a statement at the handler's deadline. statement_timeout is a duration
+// per statement, so a limit set at time t lets a statement starting later overshoot the
+// deadline by (now - t). SET LOCAL costs a round trip: it is sent with BEGIN and again only
+// once that overshoot would exceed a second; the host's CallGuard bounds the rest.
+void HostDb::limit_statement_time() {
+    const auto now = std::chrono::steady_clock::now();
+    if (tx_ && now - limit_set_at_ <= std::chrono::seconds{1}) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now).count();
+    const std::string limit = "SET LOCAL statement_timeout = " + std::to_string(std::max<long long>(1, left));
+    if (!tx_) {
+        tx_ = std::make_unique<pqxx::nontransaction>(**conn_);
+        tx_->exec0("BEGIN; " + limit);
+    } else {
+        tx_->exec0(limit);
+    }
+    limit_set_at_ = now;
+}
 
 sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
     if (failure_) {
@@ -18,55 +43,62 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
         if (failure_->first) throw sdk::RetryableError(failure_->second, "database transaction already failed");
         throw sdk::NonRetryableError(failure_->second, "database transaction already failed");
     }
+    if (std::chrono::steady_clock::now() >= deadline_) fail(true, "HANDLER_TIMEOUT");
+    bool unanswered = false;
     try {
-        if (!tx_) {
-            conn_.emplace(pool_.acquire());
-            tx_ = std::make_unique<pqxx::nontransaction>(**conn_);
-            tx_->exec0("BEGIN");
-        }
-        std::vector<const char*> values;
-        values.reserve(params.size());
-        for (const auto& param : params) values.push_back(param ? param->c_str() : nullptr);
-        const std::optional<std::string> statement = (*conn_).prepared(sql);
-        prepared_sql_ = statement ? std::optional<std::string>(sql) : std::nullopt;
-        const pqxx::result result =
-            statement ? tx_->exec_prepared(*statement, pqxx::prepare::make_dynamic_params(values))
-                      : tx_->exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(values));
-        sdk::Rows rows;
-        rows.reserve(result.size());
-        for (const auto& row : result) {
-            sdk::Row out;
-            out.reserve(row.size());
-            for (const auto& field : row) {
-                out.push_back(field.is_null() ? std::nullopt : std::optional<std::string>(field.c_str()));
+        if (!conn_) conn_.emplace(pool_.acquire(deadline_));
+        // A silent server cannot hold the handler past its deadline: the guard ends the
+        // call a little after the server-side statement timeout should have.
+        db::CallGuard guard(**conn_, deadline_ + kGuardMargin);
+        try {
+            limit_statement_time();
+            std::vector<const char*> values;
+            values.reserve(params.size());
+            for (const auto& param : params) values.push_back(param ? param->c_str() : nullptr);
+            const std::optional<std::string> statement = (*conn_).prepared(sql);
+            prepared_sql_ = statement ? std::optional<std::string>(sql) : std::nullopt;
+            const pqxx::result result =
+                statement ? tx_->exec_prepared(*statement, pqxx::prepare::make_dynamic_params(values))
+                          : tx_->exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(values));
+            sdk::Rows rows;
+            rows.reserve(result.size());
+            for (const auto& row : result) {
+                sdk::Row out;
+                out.reserve(row.size());
+                for (const auto& field : row) {
+                    out.push_back(field.is_null() ? std::nullopt : std::optional<std::string>(field.c_str()));
+                }
+                rows.push_back(std::move(out));
             }
-            rows.push_back(std::move(out));
+            return rows;
+        } catch (...) {
+            unanswered = guard.fired();
+            throw;
         }
-        return rows;
     } catch (...) {
         const db::DbFailure failure = db::classify_db_error(std::current_exception());
+        if (unanswered) fail(true, "HANDLER_TIMEOUT");
         switch (failure.kind) {
             case db::DbFailureKind::ConnectionBroken:
-            case db::DbFailureKind::InDoubt: failure_.emplace(true, "DB_UNAVAILABLE"); break;
-            case db::DbFailureKind::Conflict: failure_.emplace(true, "DB_CONFLICT"); break;
+            case db::DbFailureKind::InDoubt: fail(true, "DB_UNAVAILABLE");
+            case db::DbFailureKind::Conflict: fail(true, "DB_CONFLICT");
+            case db::DbFailureKind::Timeout: fail(true, "HANDLER_TIMEOUT");
             case db::DbFailureKind::Sql:
                 if (failure.sqlstate == kStalePlan && prepared_sql_) {
                     // "cached plan must not change result type": the handler's table changed
                     // under a prepared statement. The next attempt prepares it afresh.
                     (*conn_).forget(*prepared_sql_);
-                    failure_.emplace(true, "DB_" + failure.sqlstate);
-                    break;
+                    fail(true, "DB_" + failure.sqlstate);
                 }
-                failure_.emplace(false, "DB_" + (failure.sqlstate.empty() ? std::string("ERROR") : failure.sqlstate));
-                break;
-            case db::DbFailureKind::Other: failure_.emplace(false, "DB_ERROR"); break;
+                fail(false, "DB_" + (failure.sqlstate.empty() ? std::string("ERROR") : failure.sqlstate));
+            case db::DbFailureKind::Other: fail(false, "DB_ERROR");
         }
-        if (failure_->first) throw sdk::RetryableError(failure_->second, "database statement failed");
-        throw sdk::NonRetryableError(failure_->second, "database statement failed");
+        fail(false, "DB_ERROR");
     }
 }
 
 void HostDb::commit_with(const std::string& last_statement) {
+    db::CallGuard guard(**conn_);
     tx_->exec(last_statement + "; COMMIT");
     tx_.reset();
     conn_.reset();
@@ -75,6 +107,7 @@ void HostDb::commit_with(const std::string& last_statement) {
 void HostDb::rollback() noexcept {
     if (tx_) {
         try {
+            db::CallGuard guard(**conn_);
             tx_->exec0("ROLLBACK");
         } catch (...) {
             if (conn_) conn_->discard();

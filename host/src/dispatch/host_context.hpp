@@ -19,7 +19,10 @@ namespace outbox::dispatch {
 /// still fails with that code instead of committing half its work.
 class HostDb final : public sdk::Db {
 public:
-    explicit HostDb(db::ConnectionPool& pool) : pool_(pool) {}
+    /// Statements run under a statement timeout of the time left until `deadline`; none
+    /// starts after it (they fail at once with the retryable code HANDLER_TIMEOUT).
+    HostDb(db::ConnectionPool& pool, std::chrono::steady_clock::time_point deadline)
+        : pool_(pool), deadline_(deadline) {}
     ~HostDb() override;
     HostDb(const HostDb&) = delete;
     HostDb& operator=(const HostDb&) = delete;
@@ -40,7 +43,12 @@ public:
     void discard() noexcept;
 
 private:
+    [[noreturn]] void fail(bool retryable, std::string code);
+    void limit_statement_time();
+
     db::ConnectionPool& pool_;
+    const std::chrono::steady_clock::time_point deadline_;
+    std::chrono::steady_clock::time_point limit_set_at_{};  // when statement_timeout was last set
     std::optional<db::ConnectionPool::Handle> conn_;
     // BEGIN and COMMIT are sent by hand so that the COMMIT can share a round trip with the
     // lease fence; libpqxx's transaction classes send each on its own.
@@ -60,7 +68,9 @@ public:
           attempt_(attempt) {}
 
     sdk::Db& db() override { return db_; }
-    [[nodiscard]] bool cancelled() const override { return lease_lost_ || hard_stop_; }
+    [[nodiscard]] bool cancelled() const override {
+        return lease_lost_ || hard_stop_ || std::chrono::steady_clock::now() >= deadline_;
+    }
     [[nodiscard]] std::chrono::steady_clock::time_point deadline() const override { return deadline_; }
     [[nodiscard]] const std::string& config_json() const override { return config_json_; }
     void log(sdk::LogLevel level, std::string_view message) override;

@@ -4,8 +4,8 @@
 
 namespace outbox::dispatch {
 
-std::shared_ptr<InFlight> InFlightTable::add(lease::LeaseRef ref) {
-    auto item = std::make_shared<InFlight>(std::move(ref));
+std::shared_ptr<InFlight> InFlightTable::add(lease::LeaseRef ref, std::string event_type, int attempt) {
+    auto item = std::make_shared<InFlight>(std::move(ref), std::move(event_type), attempt);
     std::lock_guard lock(mutex_);
     items_[item->lease.lease_token] = item;
     return item;
@@ -14,6 +14,14 @@ std::shared_ptr<InFlight> InFlightTable::add(lease::LeaseRef ref) {
 void InFlightTable::remove(const lease::LeaseRef& ref) {
     std::lock_guard lock(mutex_);
     items_.erase(ref.lease_token);
+}
+
+std::vector<std::shared_ptr<InFlight>> InFlightTable::snapshot() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<InFlight>> result;
+    result.reserve(items_.size());
+    for (const auto& [token, item] : items_) result.push_back(item);
+    return result;
 }
 
 std::vector<lease::LeaseRef> InFlightTable::leases() const {

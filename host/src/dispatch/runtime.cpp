@@ -9,32 +9,38 @@
 #include "log/log.hpp"
 
 namespace outbox::dispatch {
+namespace {
+// How often overdue handler calls are looked for: the abandon bound is deadline + grace
+// + this.
+constexpr auto kDeadlineWatchInterval = std::chrono::milliseconds{100};
+// After shutdown_timeout the running calls are cancelled; this long after, abandoned.
+constexpr auto kCancelGrace = std::chrono::seconds{5};
+}  // namespace
 
 RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::string& host_id) {
     RuntimeOptions o;
+    static_cast<config::Config::Outbox&>(o) = config.outbox;
+    o.host_id = host_id;
     o.database_url = config.database.url;
     o.pool_size = config.database.pool_size;
-    o.host_id = host_id;
-    o.enabled = config.outbox.enabled;
-    o.poll_interval = config.outbox.poll_interval;
-    o.batch_size = config.outbox.batch_size;
-    o.lease_duration = config.outbox.lease_duration;
-    o.max_attempts = config.outbox.max_attempts;
-    o.initial_backoff = config.outbox.initial_backoff;
-    o.max_backoff = config.outbox.max_backoff;
-    o.concurrency = config.outbox.concurrency;
-    o.shutdown_timeout = config.outbox.shutdown_timeout;
     return o;
 }
 
 // Beyond one event per worker the queue holds up to one batch more, so a worker that
 // finishes finds its next event without waiting for a claim round trip.
-Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics)
-    : options_(std::move(options)), handlers_(std::move(handlers)), metrics_(metrics),
+Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
+                 std::function<void()> on_exhausted)
+    : options_(std::move(options)), policy_(options_.initial_backoff, options_.max_backoff),
+      handlers_(std::move(handlers)), metrics_(metrics), on_exhausted_(std::move(on_exhausted)),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
       completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_) {}
 
-Runtime::~Runtime() { stop(); }
+Runtime::~Runtime() {
+    if (stop()) return;
+    log::error("handler threads are still running and use this host's state: exiting with code 3");
+    spdlog::default_logger_raw()->flush();
+    std::_Exit(3);
+}
 
 void Runtime::start() {
     if (started_) return;
@@ -55,21 +61,79 @@ void Runtime::start() {
     listener_ = std::jthread([this](std::stop_token stop) {
         WakeupListener(options_.database_url, outage_, wakeup_, handlers_).run(stop);
     });
-    const core::RetryPolicy policy(options_.initial_backoff, options_.max_backoff);
-    for (int i = 0; i < options_.concurrency; ++i) {
-        workers_.emplace_back([this, policy] {
-            Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy,
-                          options_.max_attempts);
-            while (auto work = queue_.pop()) {
-                worker.process(*work);
-                queue_.done(*work);
-                wakeup_.notify();
-            }
-        });
-    }
+    for (int i = 0; i < options_.concurrency; ++i) spawn_worker();
+    deadline_watch_ = std::jthread([this](std::stop_token stop) { watch_deadlines(stop); });
     scheduler_ = std::jthread([this](std::stop_token stop) {
         Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_).run(stop);
     });
+}
+
+void Runtime::spawn_worker() {
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard lock(workers_mutex_);
+    workers_.push_back({std::thread([this, finished] { work_loop(finished); }), finished});
+}
+
+void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished) {
+    Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy_,
+                  options_.max_attempts, options_.abandon_grace);
+    while (auto work = queue_.pop()) {
+        // Frees the queue slot however process() ends, unless the call was abandoned: then
+        // the host freed it already.
+        struct Slot {
+            WorkQueue& queue;
+            const Work& work;
+            bool owned = true;
+            ~Slot() {
+                if (owned) queue.done(work);
+            }
+        } slot{queue_, *work};
+        if (!worker.process(*work)) {
+            slot.owned = false;
+            metrics_.abandoned_threads(--abandoned_);
+            log::warn("an abandoned handler call returned at last; its thread ends",
+                      {work->claimed.event.id, work->claimed.event.type, {}, work->claimed.event.attempt,
+                       "HANDLER_TIMEOUT", {}});
+            break;
+        }
+        wakeup_.notify();
+    }
+    finished->store(true);
+}
+
+void Runtime::watch_deadlines(std::stop_token stop) {
+    while (db::sleep_for(kDeadlineWatchInterval, stop)) {
+        const auto now = std::chrono::steady_clock::now();
+        for (const auto& flight : in_flight_.snapshot()) {
+            if (flight->try_abandon(now)) abandon(*flight, true);
+        }
+    }
+}
+
+void Runtime::abandon(InFlight& flight, bool replace_thread) {
+    queue_.done(flight.event_type);
+    const core::HandlerOutcome timeout{core::HandlerOutcome::Kind::Retry, "HANDLER_TIMEOUT", std::nullopt};
+    const auto transition = core::decide_transition({timeout}, flight.attempt, options_.max_attempts, policy_,
+                                                    std::chrono::system_clock::now(), unit_random());
+    flight.finishing = true;
+    completer_.submit(lease::Finish{flight.lease, *transition, {}});
+    const int stuck = ++abandoned_;
+    metrics_.abandoned_threads(stuck);
+    log::error("a handler call did not return by its deadline plus outbox.abandon_grace; abandoned it (" +
+                   std::to_string(stuck) + " abandoned thread(s))",
+               {flight.lease.event_id, flight.event_type, {}, flight.attempt, "HANDLER_TIMEOUT", {}});
+    if (!replace_thread) return;
+    if (stuck <= options_.abandoned_thread_limit()) {
+        spawn_worker();
+        return;
+    }
+    if (!exhausted_.exchange(true)) {
+        log::error("more than outbox.max_abandoned_threads (" + std::to_string(options_.abandoned_thread_limit()) +
+                   ") handler threads are stuck: this host stops claiming and exits with code 3 once the other "
+                   "calls finish");
+        scheduler_.request_stop();
+        if (on_exhausted_) on_exhausted_();
+    }
 }
 
 void Runtime::set_handlers(std::shared_ptr<const HandlerSet> handlers) {
@@ -81,7 +145,7 @@ void Runtime::release_unstarted(std::vector<Work> unstarted) {
     if (unstarted.empty()) return;
     std::vector<lease::LeaseRef> leases;
     for (const auto& work : unstarted) leases.push_back(work.flight->lease);
-    DbSession session(options_.database_url, "shutdown", outage_);
+    db::DbSession session(options_.database_url, "shutdown", outage_);
     std::stop_source never;
     for (int attempt = 0; attempt < 5; ++attempt) {
         int released = 0;
@@ -94,41 +158,62 @@ void Runtime::release_unstarted(std::vector<Work> unstarted) {
     for (const auto& ref : leases) in_flight_.remove(ref);
 }
 
+bool Runtime::join_finished_workers(std::chrono::steady_clock::time_point deadline) {
+    while (true) {
+        {
+            std::lock_guard lock(workers_mutex_);
+            std::erase_if(workers_, [](WorkerThread& worker) {
+                if (!worker.finished->load()) return false;
+                worker.thread.join();
+                return true;
+            });
+            if (workers_.empty()) return true;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+}
+
 bool Runtime::stop() {
-    if (!started_ || stopped_) return true;
+    if (!started_ || stopped_) return clean_;
     stopped_ = true;
     stopping_ = true;
+    const auto shutdown_deadline = std::chrono::steady_clock::now() + options_.shutdown_timeout;
     scheduler_.request_stop();
     listener_.request_stop();
     rescuer_.request_stop();
     if (scheduler_.joinable()) scheduler_.join();
     if (listener_.joinable()) listener_.join();
     if (rescuer_.joinable()) rescuer_.join();
+    // From here only this thread abandons calls: no replacement threads while stopping.
+    deadline_watch_.request_stop();
+    if (deadline_watch_.joinable()) deadline_watch_.join();
 
     release_unstarted(queue_.close());
 
-    bool clean = queue_.wait_idle(std::chrono::steady_clock::now() + options_.shutdown_timeout);
-    if (!clean) {
+    if (!queue_.wait_idle(shutdown_deadline)) {
         log::warn(std::to_string(queue_.busy()) +
                   " handler call(s) still running after outbox.shutdown_timeout; cancelling them");
         hard_stop_ = true;
-        clean = queue_.wait_idle(std::chrono::steady_clock::now() + std::chrono::seconds{5});
+        if (!queue_.wait_idle(std::chrono::steady_clock::now() + kCancelGrace)) {
+            for (const auto& flight : in_flight_.snapshot()) {
+                if (flight->force_abandon()) abandon(*flight, false);
+            }
+        }
     }
-    if (clean) {
-        for (auto& worker : workers_) worker.join();
-    } else {
-        log::error(std::to_string(queue_.busy()) +
-                   " handler call(s) ignored cancellation; exiting without them (their leases expire and the events "
-                   "are retried)");
-        for (auto& worker : workers_) worker.detach();
-    }
-    workers_.clear();
 
     completer_thread_.request_stop();
     if (completer_thread_.joinable()) completer_thread_.join();
     heartbeat_.request_stop();
     if (heartbeat_.joinable()) heartbeat_.join();
-    return clean;
+
+    // Workers leave once the closed queue is empty; abandoned ones only if handle() returns.
+    clean_ = join_finished_workers(std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds{1}));
+    if (!clean_) {
+        log::error(std::to_string(abandoned_.load()) +
+                   " handler thread(s) never returned from handle(); their events were stored as HANDLER_TIMEOUT");
+    }
+    return clean_;
 }
 
 }  // namespace outbox::dispatch

@@ -1,14 +1,17 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/retry_policy.hpp"
 #include "db/connection_pool.hpp"
+#include "db/db_session.hpp"
 #include "db/outage_log.hpp"
 #include "dispatch/completer.hpp"
-#include "dispatch/db_session.hpp"
 #include "dispatch/fleet_limiter.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
@@ -18,12 +21,23 @@
 
 namespace outbox::dispatch {
 
-/// The worker side of one host: scheduler, workers, completer, heartbeat, rescuer and the
-/// NOTIFY listener, each on its own thread with its own connection (handlers share a pool
-/// sized by database.pool_size).
+/// The worker side of one host: scheduler, workers, completer, heartbeat, rescuer, the
+/// NOTIFY listener and the deadline watch, each on its own thread with its own connection
+/// (handlers share a pool sized by database.pool_size).
+///
+/// Handler calls that overrun their deadline plus outbox.abandon_grace are abandoned: the
+/// event's outcome (HANDLER_TIMEOUT) is stored by the host, the worker's slot is given to a
+/// new thread, and the stuck thread only leaves when (if ever) handle() returns. Beyond
+/// outbox.max_abandoned_threads stuck threads the runtime stops claiming and reports
+/// exhaustion, so the host can exit with code 3 and be restarted by its supervisor.
 class Runtime {
 public:
-    Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics);
+    /// `on_exhausted` is called once (from an internal thread) when the abandoned-thread
+    /// limit is exceeded.
+    Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
+            std::function<void()> on_exhausted = {});
+    /// Stops first. Destroying a runtime whose stop() returned false ends the process with
+    /// exit code 3: its stuck threads still use its members.
     ~Runtime();
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;
@@ -32,8 +46,10 @@ public:
 
     /// Graceful stop: stop claiming, give back claimed events no worker started, let
     /// running handlers finish within shutdown_timeout (then cancel them through
-    /// ctx.cancelled()), store every outcome, stop the heartbeat. Returns false when some
-    /// handler call never returned; its lease then expires and the event is retried.
+    /// ctx.cancelled(), and after a short grace abandon them with HANDLER_TIMEOUT), store
+    /// every outcome, stop the heartbeat. Returns false when some handler thread never
+    /// returned: the caller must then end the process (exit code 3) without destroying
+    /// anything those threads use.
     bool stop();
 
     /// Routes new claims to `handlers` from now on; events already claimed finish with the
@@ -47,31 +63,54 @@ public:
 
     [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
     [[nodiscard]] std::size_t in_flight() const { return in_flight_.size(); }
+    /// Handler threads abandoned and not returned yet.
+    [[nodiscard]] int abandoned_threads() const noexcept { return abandoned_; }
+    /// More threads were abandoned than outbox.max_abandoned_threads allows.
+    [[nodiscard]] bool exhausted() const noexcept { return exhausted_; }
 
 private:
+    struct WorkerThread {
+        std::thread thread;
+        std::shared_ptr<std::atomic<bool>> finished;
+    };
+
+    void spawn_worker();
+    void work_loop(const std::shared_ptr<std::atomic<bool>>& finished);
+    void watch_deadlines(std::stop_token stop);
+    /// Stores HANDLER_TIMEOUT for a call taken away from its worker and frees its slot.
+    void abandon(InFlight& flight, bool replace_thread);
     void release_unstarted(std::vector<Work> unstarted);
+    /// Joins the worker threads that have finished; true when none is left.
+    bool join_finished_workers(std::chrono::steady_clock::time_point deadline);
 
     RuntimeOptions options_;
+    core::RetryPolicy policy_;
     CurrentHandlers handlers_;
     metrics::Metrics& metrics_;
+    std::function<void()> on_exhausted_;
     db::OutageLog outage_;
     db::ConnectionPool pool_;
     InFlightTable in_flight_;
     WorkQueue queue_;
-    Wakeup wakeup_;
+    db::Wakeup wakeup_;
     Completer completer_;
     FleetLimiter limiter_;
     std::atomic<bool> stopping_{false};
     std::atomic<bool> hard_stop_{false};
+    std::atomic<int> abandoned_{0};
+    std::atomic<bool> exhausted_{false};
 
     std::jthread scheduler_;
     std::jthread listener_;
     std::jthread rescuer_;
     std::jthread heartbeat_;
     std::jthread completer_thread_;
-    std::vector<std::thread> workers_;
+    std::jthread deadline_watch_;
+    std::mutex workers_mutex_;
+    std::vector<WorkerThread> workers_;
     bool started_ = false;
     bool stopped_ = false;
+    bool clean_ = true;
 };
 
 }  // namespace outbox::dispatch

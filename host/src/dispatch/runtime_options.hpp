@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -7,20 +8,11 @@
 
 namespace outbox::dispatch {
 
-/// What the worker runtime needs from the configuration.
-struct RuntimeOptions {
+/// What the worker runtime needs from the configuration: the outbox.* settings as declared
+/// in config::Config (so a new setting is declared once), plus the database and identity.
+struct RuntimeOptions : config::Config::Outbox {
     std::string database_url;
     int pool_size = 4;
-    std::string host_id;
-    bool enabled = true;
-    std::chrono::milliseconds poll_interval{1000};
-    int batch_size = 20;
-    std::chrono::milliseconds lease_duration{300'000};
-    int max_attempts = 8;
-    std::chrono::milliseconds initial_backoff{1000};
-    std::chrono::milliseconds max_backoff{300'000};
-    int concurrency = 8;
-    std::chrono::milliseconds shutdown_timeout{30'000};
 
     static RuntimeOptions from(const config::Config& config, const std::string& host_id);
     /// A third of the lease: two missed beats still leave the lease valid.
@@ -29,6 +21,7 @@ struct RuntimeOptions {
     [[nodiscard]] std::chrono::milliseconds rescue_interval() const {
         return std::min<std::chrono::milliseconds>(lease_duration / 2, std::chrono::seconds{30});
     }
+    [[nodiscard]] int abandoned_thread_limit() const { return max_abandoned_threads.value_or(concurrency); }
 };
 
 }  // namespace outbox::dispatch

@@ -11,7 +11,7 @@ constexpr auto kSuspectCheckInterval = std::chrono::seconds{1};
 }  // namespace
 
 void Scheduler::run(std::stop_token stop) {
-    DbSession session(options_.database_url, "scheduler", outage_);
+    db::DbSession session(options_.database_url, "scheduler", outage_);
     bool isolating = false;  // a suspect is running alone on this host
     bool suspects = false;
     auto next_suspect_check = std::chrono::steady_clock::now();
@@ -23,7 +23,7 @@ void Scheduler::run(std::stop_token stop) {
         std::vector<Work> work;
         work.reserve(claimed.size());
         for (auto& item : claimed) {
-            auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token});
+            auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token}, item.event.type, item.event.attempt);
             work.push_back(Work{std::move(item), std::move(flight), handlers});
         }
         queue_.push(std::move(work));

@@ -5,7 +5,7 @@
 #include <stop_token>
 
 #include "db/outage_log.hpp"
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/runtime_options.hpp"
@@ -20,7 +20,7 @@ namespace outbox::dispatch {
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
-              Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers)
+              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
           metrics_(metrics), handlers_(handlers) {}
 
@@ -31,7 +31,7 @@ private:
     db::OutageLog& outage_;
     WorkQueue& queue_;
     InFlightTable& in_flight_;
-    Wakeup& wakeup_;
+    db::Wakeup& wakeup_;
     metrics::Metrics& metrics_;
     const CurrentHandlers& handlers_;
 };

@@ -8,7 +8,7 @@ namespace outbox::dispatch {
 namespace {
 class Receiver final : public pqxx::notification_receiver {
 public:
-    Receiver(pqxx::connection_base& conn, const CurrentHandlers& handlers, Wakeup& wakeup)
+    Receiver(pqxx::connection_base& conn, const CurrentHandlers& handlers, db::Wakeup& wakeup)
         : pqxx::notification_receiver(conn, kNotifyChannel), handlers_(handlers), wakeup_(wakeup) {}
 
     void operator()(const std::string& payload, int /*backend_pid*/) override {
@@ -19,7 +19,7 @@ public:
 
 private:
     const CurrentHandlers& handlers_;
-    Wakeup& wakeup_;
+    db::Wakeup& wakeup_;
 };
 }  // namespace
 
@@ -37,7 +37,7 @@ void WakeupListener::run(std::stop_token stop) {
         } catch (...) {
             const db::DbFailure failure = db::classify_db_error(std::current_exception());
             outage_.failed("wake-up listener", failure);
-            sleep_for(backoff.next(), stop);
+            db::sleep_for(backoff.next(), stop);
         }
     }
 }

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "db/outage_log.hpp"
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 #include "dispatch/handler_set.hpp"
 
 namespace outbox::dispatch {
@@ -19,7 +19,7 @@ inline constexpr const char* kNotifyChannel = "outboxd_events";
 /// notifications sent while disconnected are gone.
 class WakeupListener {
 public:
-    WakeupListener(std::string url, db::OutageLog& outage, Wakeup& wakeup, const CurrentHandlers& handlers)
+    WakeupListener(std::string url, db::OutageLog& outage, db::Wakeup& wakeup, const CurrentHandlers& handlers)
         : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(handlers) {}
 
     void run(std::stop_token stop);
@@ -27,7 +27,7 @@ public:
 private:
     std::string url_;
     db::OutageLog& outage_;
-    Wakeup& wakeup_;
+    db::Wakeup& wakeup_;
     const CurrentHandlers& handlers_;
 };
 

@@ -28,11 +28,11 @@ std::optional<Work> WorkQueue::pop() {
     return item;
 }
 
-void WorkQueue::done(const Work& work) {
+void WorkQueue::done(const std::string& event_type) {
     {
         std::lock_guard lock(mutex_);
         --busy_;
-        --per_type_[work.claimed.event.type];
+        --per_type_[event_type];
     }
     changed_.notify_all();
 }

@@ -32,7 +32,9 @@ public:
     void push(std::vector<Work> items);
     /// Blocks for the next item; nullopt once closed and empty. The caller must call done().
     std::optional<Work> pop();
-    void done(const Work& work);
+    void done(const Work& work) { done(work.claimed.event.type); }
+    /// Frees the slot of a worker that ran an event of `event_type`.
+    void done(const std::string& event_type);
     /// Stops handing out work and returns the items no worker started.
     std::vector<Work> close();
     /// Waits until no worker is busy; false on timeout.

@@ -7,12 +7,12 @@
 #include "log/log.hpp"
 
 namespace outbox::dispatch {
-namespace {
-
 double unit_random() {
     thread_local std::mt19937_64 engine{std::random_device{}()};
     return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
 }
+
+namespace {
 
 const char* result_label(core::HandlerOutcome::Kind kind) {
     switch (kind) {
@@ -26,7 +26,7 @@ const char* result_label(core::HandlerOutcome::Kind kind) {
 
 }  // namespace
 
-void Worker::process(const Work& work) {
+bool Worker::process(const Work& work) {
     const sdk::Event& event = work.claimed.event;
     const auto& consumed = work.claimed.consumed_by;
     std::vector<core::HandlerOutcome> outcomes;
@@ -52,7 +52,7 @@ void Worker::process(const Work& work) {
                 break;
             }
             release(work);
-            return;
+            return true;
         }
         // The last handler of an attempt that went well so far may complete the event in
         // its own transaction.
@@ -60,9 +60,13 @@ void Worker::process(const Work& work) {
             return o.kind == core::HandlerOutcome::Kind::Succeeded;
         });
         const bool last = entry == pending.back();
-        HandlerRun run = run_handler(*entry, work.claimed, *work.flight, pool_, hard_stop_,
+        HandlerRun run = run_handler(*entry, work.claimed, *work.flight, pool_, hard_stop_, abandon_grace_,
                                      last && clean_so_far ? &consumed_now : nullptr);
         permit.reset();
+        if (run.abandoned) {
+            metrics_.handler_call(entry->name, "abandoned", run.duration);
+            return false;
+        }
         metrics_.handler_call(entry->name, result_label(run.outcome.kind), run.duration);
         const log::Fields fields{event.id, event.type, entry->name, event.attempt, run.outcome.error_code, {}};
         switch (run.outcome.kind) {
@@ -76,7 +80,7 @@ void Worker::process(const Work& work) {
         if (run.completed) {
             metrics_.event_outcome(metrics::Metrics::Outcome::Completed);
             in_flight_.remove(work.flight->lease);
-            return;
+            return true;
         }
         outcomes.push_back(std::move(run.outcome));
         if (outcomes.back().kind == core::HandlerOutcome::Kind::LeaseLost) break;
@@ -85,23 +89,26 @@ void Worker::process(const Work& work) {
     const auto transition = core::decide_transition(outcomes, event.attempt, max_attempts_, policy_,
                                                     std::chrono::system_clock::now(), unit_random());
     if (!transition) {
-        metrics_.leases_lost(1);
+        // Counted once: by the heartbeat when it found the loss, else here (the fence found it).
+        if (!work.flight->lost.exchange(true)) metrics_.leases_lost(1);
         log::warn("lease lost during the attempt; its result was discarded", {event.id, event.type, {}, event.attempt, "LEASE_LOST", {}});
         in_flight_.remove(work.flight->lease);
-        return;
+        return true;
     }
     if (transition->status == core::EventStatus::ReviewRequired) {
         log::error("event needs review", {event.id, event.type, {}, event.attempt, transition->error_code, {}});
     }
     work.flight->finishing = true;
     completer_.submit(lease::Finish{work.flight->lease, *transition, std::move(consumed_now)});
+    return true;
 }
 
 void Worker::release(const Work& work) {
     // Handlers that already succeeded in this attempt without ctx.db() will run again:
     // at-least-once allows it, and the attempt is not counted.
     try {
-        auto conn = pool_.acquire();
+        auto conn = pool_.acquire(std::chrono::steady_clock::now() + db::connection_settings().call_timeout);
+        db::CallGuard guard(*conn);
         lease::LeaseStore(*conn).release({work.flight->lease});
     } catch (...) {
         log::warn("could not give back an unstarted event; its lease will expire",

@@ -12,17 +12,24 @@
 
 namespace outbox::dispatch {
 
+/// A draw in [0, 1) for the retry jitter.
+double unit_random();
+
 /// Runs every handler of one claimed event that has not consumed it yet, folds their
 /// outcomes into the event's next state and hands that to the completer.
 class Worker {
 public:
     Worker(db::ConnectionPool& pool, Completer& completer, InFlightTable& in_flight, FleetLimiter& limiter,
            metrics::Metrics& metrics, const std::atomic<bool>& stopping, const std::atomic<bool>& hard_stop,
-           core::RetryPolicy policy, int max_attempts)
+           core::RetryPolicy policy, int max_attempts, std::chrono::milliseconds abandon_grace)
         : pool_(pool), completer_(completer), in_flight_(in_flight), limiter_(limiter), metrics_(metrics),
-          stopping_(stopping), hard_stop_(hard_stop), policy_(policy), max_attempts_(max_attempts) {}
+          stopping_(stopping), hard_stop_(hard_stop), policy_(policy), max_attempts_(max_attempts),
+          abandon_grace_(abandon_grace) {}
 
-    void process(const Work& work);
+    /// Returns false when the host abandoned one of the event's handler calls (it overran
+    /// its deadline plus the grace): the host has stored the outcome and freed the slot,
+    /// and this thread must stop working.
+    [[nodiscard]] bool process(const Work& work);
 
 private:
     /// Gives the event back without counting the attempt (host stopping before a call).
@@ -37,6 +44,7 @@ private:
     const std::atomic<bool>& hard_stop_;
     core::RetryPolicy policy_;
     int max_attempts_;
+    std::chrono::milliseconds abandon_grace_;
 };
 
 }  // namespace outbox::dispatch

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 
 namespace outbox::fleet {
 namespace {
@@ -137,7 +137,7 @@ void FleetRegistry::refresh() {
 }
 
 void FleetRegistry::run(std::stop_token stop) {
-    dispatch::DbSession session(options_.database_url, "fleet registry", outage_);
+    db::DbSession session(options_.database_url, "fleet registry", outage_);
     while (!stop.stop_requested()) {
         session.run([&](pqxx::connection& conn) { write(conn, false); }, stop);
         std::unique_lock lock(mutex_);

@@ -2,7 +2,7 @@
 
 #include <pqxx/pqxx>
 
-#include "dispatch/db_session.hpp"
+#include "db/db_session.hpp"
 #include "log/log.hpp"
 
 namespace outbox::lease {
@@ -58,7 +58,7 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
 
 void Retention::run(const std::string& url, db::OutageLog& outage, std::chrono::milliseconds interval,
                     std::stop_token stop) const {
-    dispatch::DbSession session(url, "retention", outage);
+    db::DbSession session(url, "retention", outage);
     do {
         std::optional<long long> deleted;
         if (!session.run([&](pqxx::connection& conn) { deleted = run_once(conn, stop); }, stop)) continue;
@@ -66,7 +66,7 @@ void Retention::run(const std::string& url, db::OutageLog& outage, std::chrono::
             log::info("retention deleted " + std::to_string(*deleted) + " COMPLETED event(s) older than " +
                       std::to_string(retention_.count() / 1000) + "s");
         }
-    } while (dispatch::sleep_for(interval, stop));
+    } while (db::sleep_for(interval, stop));
 }
 
 }  // namespace outbox::lease

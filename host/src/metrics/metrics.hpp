@@ -31,12 +31,15 @@ public:
     void events_claimed(std::uint64_t n) noexcept { claimed_ += n; }
     void events_rescued(std::uint64_t n) noexcept { rescued_ += n; }
     void plugin_load_failures(std::uint64_t n) noexcept { plugin_load_failures_ += n; }
+    /// Handler threads abandoned past their deadline that have not returned (a gauge).
+    void abandoned_threads(int n) noexcept { abandoned_threads_ = n; }
 
     [[nodiscard]] std::uint64_t outcome_count(Outcome outcome) const noexcept;
     [[nodiscard]] std::uint64_t leases_lost() const noexcept { return leases_lost_; }
     [[nodiscard]] std::uint64_t events_claimed() const noexcept { return claimed_; }
     [[nodiscard]] std::uint64_t events_rescued() const noexcept { return rescued_; }
     [[nodiscard]] std::uint64_t plugin_load_failures() const noexcept { return plugin_load_failures_; }
+    [[nodiscard]] int abandoned_threads() const noexcept { return abandoned_threads_; }
     /// (handler, result) -> calls
     [[nodiscard]] std::map<std::pair<std::string, std::string>, std::uint64_t> handler_calls() const;
     [[nodiscard]] std::map<std::string, Histogram> handler_durations() const;
@@ -47,6 +50,7 @@ private:
     std::atomic<std::uint64_t> claimed_{0};
     std::atomic<std::uint64_t> rescued_{0};
     std::atomic<std::uint64_t> plugin_load_failures_{0};
+    std::atomic<int> abandoned_threads_{0};
     mutable std::mutex mutex_;
     std::map<std::pair<std::string, std::string>, std::uint64_t> calls_;
     std::map<std::string, Histogram> durations_;

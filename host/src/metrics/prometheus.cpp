@@ -1,5 +1,7 @@
 #include "metrics/prometheus.hpp"
 
+#include <algorithm>
+
 #include <array>
 #include <cmath>
 #include <charconv>
@@ -129,6 +131,9 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         w.sample("outbox_handler_duration_seconds_count", {{"handler", handler}}, histogram.count);
     }
 
+    w.family("outbox_handler_abandoned_threads", "gauge",
+             "Handler threads abandoned past their deadline plus outbox.abandon_grace that have not returned.");
+    w.sample("outbox_handler_abandoned_threads", {}, static_cast<std::uint64_t>(std::max(0, metrics.abandoned_threads())));
     w.family("outbox_leases_lost_total", "counter", "Leases this host found taken over while its handlers ran.");
     w.sample("outbox_leases_lost_total", {}, metrics.leases_lost());
     w.family("outbox_plugin_load_failures_total", "counter", "Plugin files this host refused to load.");

@@ -10,12 +10,12 @@
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 
-#include "db/connection_pool.hpp"
+#include "db/connect.hpp"
 #include "db/db_error.hpp"
 #include "db/outage_log.hpp"
 #include "log/log.hpp"
 
-namespace outbox::dispatch {
+namespace outbox::db {
 
 /// Sleeps until `delay` passed or `stop` was requested; returns false when stopped.
 inline bool sleep_for(std::chrono::milliseconds delay, std::stop_token stop) {
@@ -42,11 +42,11 @@ inline constexpr const char* kSessionSettings =
 /// the last few milliseconds of bookkeeping, which only means those events are delivered
 /// again. Everything that must survive a crash commits synchronously elsewhere: publishing
 /// (the application's transaction) and a handler's effects with its consumption row (whose
-/// WAL flush also makes every earlier bookkeeping record durable). Database failures are classified in db::classify_db_error and
+/// WAL flush also makes every earlier bookkeeping record durable). Database failures are classified in classify_db_error and
 /// reported once per outage through the host's OutageLog.
 class DbSession {
 public:
-    DbSession(std::string url, std::string component, db::OutageLog& outage)
+    DbSession(std::string url, std::string component, OutageLog& outage)
         : url_(std::move(url)), component_(std::move(component)), outage_(outage) {}
 
     /// Runs `work(connection)`. Returns true when it succeeded; false after a failure (then
@@ -54,29 +54,56 @@ public:
     template <class Work>
     bool run(Work&& work, std::stop_token stop) {
         const bool reused = conn_ && conn_->is_open();
+        bool unanswered = false;
         try {
+            const ConnectionSettings settings = connection_settings();
             if (!conn_ || !conn_->is_open()) {
                 connected_at_ = std::chrono::steady_clock::now();
-                conn_ = db::open_connection(url_);
-                pqxx::nontransaction(*conn_).exec(kSessionSettings);
+                conn_ = open_connection(url_);
+                CallGuard guard(*conn_);
+                // The server gives up on a statement before the host's own guard fires, so a
+                // slow statement is reported as a timeout and keeps its connection.
+                pqxx::nontransaction(*conn_).exec(std::string(kSessionSettings) + "; SET statement_timeout = " +
+                                                  std::to_string(settings.call_timeout.count() * 3 / 4));
             }
-            work(*conn_);
+            {
+                CallGuard guard(*conn_, std::chrono::steady_clock::now() + settings.call_timeout);
+                try {
+                    work(*conn_);
+                } catch (...) {
+                    unanswered = guard.fired();
+                    throw;
+                }
+            }
             outage_.succeeded(connected_at_);
             backoff_.reset();
             return true;
         } catch (...) {
-            const db::DbFailure failure = db::classify_db_error(std::current_exception());
-            if (failure.kind == db::DbFailureKind::ConnectionBroken && reused) {
+            const DbFailure failure = classify_db_error(std::current_exception());
+            if (unanswered) {
+                // The server (or something in between) stopped answering: an outage, and a
+                // new connection is not tried at once.
+                conn_.reset();
+                outage_.failed(component_, DbFailure{DbFailureKind::ConnectionBroken, {}, "no answer within database.call_timeout"});
+                sleep_for(backoff_.next(), stop);
+                return false;
+            }
+            if (failure.kind == DbFailureKind::Timeout) {
+                log::warn(component_ + ": " + failure.describe() + "; retrying");
+                sleep_for(backoff_.next(), stop);
+                return false;
+            }
+            if (failure.kind == DbFailureKind::ConnectionBroken && reused) {
                 // A connection left idle across a server restart breaks on first use once the
                 // server is back: not an outage. Retry at once on a new connection (no longer
                 // `reused`, so at most once); only its failure counts.
                 conn_.reset();
                 return run(std::forward<Work>(work), stop);
             }
-            if (failure.kind == db::DbFailureKind::ConnectionBroken || failure.kind == db::DbFailureKind::InDoubt) {
+            if (failure.kind == DbFailureKind::ConnectionBroken || failure.kind == DbFailureKind::InDoubt) {
                 conn_.reset();
                 outage_.failed(component_, failure);
-            } else if (failure.kind == db::DbFailureKind::Conflict) {
+            } else if (failure.kind == DbFailureKind::Conflict) {
                 return false;  // retry the unit of work at once
             } else {
                 // An SQL error here is a bug or a schema problem; say so, then back off.
@@ -91,10 +118,10 @@ public:
 private:
     std::string url_;
     std::string component_;
-    db::OutageLog& outage_;
+    OutageLog& outage_;
     std::unique_ptr<pqxx::connection> conn_;
     std::chrono::steady_clock::time_point connected_at_{};
-    db::ReconnectBackoff backoff_;
+    ReconnectBackoff backoff_;
 };
 
 /// A level-triggered wake-up: notify() makes the next (or current) wait return at once.
@@ -121,4 +148,4 @@ private:
     bool pending_ = false;
 };
 
-}  // namespace outbox::dispatch
+}  // namespace outbox::db

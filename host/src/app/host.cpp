@@ -1,0 +1,222 @@
+#include "app/host.hpp"
+
+#include <algorithm>
+
+#include <pqxx/pqxx>
+
+#include "admin/admin_server.hpp"
+#include "app/host_identity.hpp"
+#include "app/plugin_routing.hpp"
+#include "db/db_error.hpp"
+#include "db/db_session.hpp"
+#include "db/migrator.hpp"
+#include "fleet/fleet_registry.hpp"
+#include "lease/retention.hpp"
+#include "log/log.hpp"
+#include "plugin/plugin_directory.hpp"
+#include "plugin/plugin_watcher.hpp"
+
+namespace outbox::app {
+namespace {
+
+plugin::HandlerConfigs handler_configs(const config::Config& config) {
+    plugin::HandlerConfigs configs;
+    for (const auto& [name, settings] : config.handlers) configs[name] = settings.config_json;
+    return configs;
+}
+
+void warn_about_unused_sections(const config::Config& config, const dispatch::HandlerSet& handlers) {
+    for (const auto& [name, settings] : config.handlers) {
+        const auto& entries = handlers.entries();
+        const bool present = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.name == name; });
+        if (!present) log::warn("config has a section for handler " + name + " but no plugin provides it");
+    }
+    if (handlers.entries().empty()) {
+        log::warn("no handler plugins loaded from " + config.plugins.dir +
+                  ": this host claims nothing until a plugin is deployed there");
+    }
+}
+
+void check_schema(pqxx::connection& conn, bool migrate_first) {
+    const db::Migrator migrator;
+    try {
+        if (migrate_first) {
+            for (const auto& applied : migrator.migrate(conn)) log::info("applied migration " + applied.file_name);
+            return;
+        }
+        const db::SchemaStatus status = migrator.status(conn);
+        if (!status.pending.empty()) {
+            throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) +
+                                    " but this outboxd needs version " + std::to_string(status.latest_version) +
+                                    ": run `outboxd migrate` (or `outboxd run --migrate`) first");
+        }
+    } catch (const db::MigrationError& e) {
+        throw StartError(1, e.what());
+    } catch (const StartError&) {
+        throw;
+    } catch (const std::exception&) {
+        throw StartError(1, "cannot check the database schema: " +
+                                db::classify_db_error(std::current_exception()).describe() +
+                                "; check database.url / OUTBOX_DATABASE_URL");
+    }
+}
+
+}  // namespace
+
+db::ConnectionSettings connection_settings_of(const config::Config& config, const std::string& application_name) {
+    db::ConnectionSettings settings;
+    settings.connect_timeout = config.database.connect_timeout;
+    settings.keepalives_idle = config.database.keepalives_idle;
+    settings.tcp_user_timeout = config.database.tcp_user_timeout;
+    settings.call_timeout = config.database.call_timeout;
+    settings.application_name = application_name;
+    return settings;
+}
+
+std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop) {
+    const auto deadline = std::chrono::steady_clock::now() + config.database.startup_timeout;
+    db::ReconnectBackoff backoff;
+    bool said = false;
+    while (true) {
+        try {
+            auto conn = db::open_connection(config.database.url);
+            if (said) log::info("the database is reachable; starting");
+            return conn;
+        } catch (const std::invalid_argument& e) {
+            throw StartError(2, std::string("config error: ") + e.what());
+        } catch (...) {
+            const std::string problem = db::classify_db_error(std::current_exception()).describe();
+            if (std::chrono::steady_clock::now() >= deadline) {
+                throw StartError(1, "cannot reach the database at start-up" +
+                                        std::string(said ? " within database.startup_timeout" : "") + ": " + problem +
+                                        "; check database.url / OUTBOX_DATABASE_URL");
+            }
+            if (!said) {
+                log::warn("waiting for the database (" + problem + "); retrying for up to database.startup_timeout (" +
+                          std::to_string(config.database.startup_timeout.count() / 1000) + "s)");
+                said = true;
+            }
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (!db::sleep_for(std::clamp(backoff.next(), std::chrono::milliseconds{0}, left), stop)) return nullptr;
+        }
+    }
+}
+
+Host::Host(config::Config config, Options options)
+    : config_(std::move(config)), options_(std::move(options)), host_id_(host_identity(config_.outbox.host_id)) {}
+
+Host::~Host() {
+    if (stop() == 3) {
+        log::error("handler threads are still running and use this host's state: exiting with code 3");
+        spdlog::default_logger_raw()->flush();
+        std::_Exit(3);
+    }
+}
+
+bool Host::start(std::stop_token stop) {
+    db::configure_connections(connection_settings_of(config_, "outboxd " + host_id_));
+
+    // Read before anything else starts: an unreadable JWT key file is a configuration error.
+    std::optional<admin::AdminOptions> admin_options;
+    if (config_.admin.listen != "off") {
+        try {
+            admin_options = admin::AdminOptions::from(config_, host_id_);
+        } catch (const config::ConfigError& e) {
+            throw StartError(2, std::string("config error: ") + e.what());
+        }
+    }
+
+    {
+        auto conn = connect_at_start_up(config_, stop);
+        if (!conn) return false;
+        check_schema(*conn, options_.migrate_first);
+    }
+    if (stop.stop_requested()) return false;
+
+    private_dir_ = std::make_unique<PrivateDir>();
+    plugins_ = std::make_unique<plugin::PluginDirectory>(config_.plugins.dir, private_dir_->path(), handler_configs(config_));
+    report_change(plugins_->rescan(), metrics_);
+    const SettingsLookup settings = [this](const std::string& name) { return config_.handler(name); };
+    auto handlers = handler_set_from(plugins_->current(), settings);
+    warn_about_unused_sections(config_, *handlers);
+    if (stop.stop_requested()) return false;
+
+    runtime_ = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config_, host_id_), handlers, metrics_,
+                                                   options_.on_fatal);
+
+    // The listener starts before any claim, so a host that cannot bind exits having done
+    // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
+    // It reads the runtime's current handlers, which may be replaced while it runs.
+    if (admin_options) {
+        try {
+            admin_server_ = std::make_unique<admin::AdminServer>(
+                *admin_options, metrics_, admin::AdminServer::HandlerSource([this] { return runtime_->handlers(); }));
+            admin_server_->start();
+        } catch (const admin::AdminStartError& e) {
+            throw StartError(1, e.what());
+        }
+    }
+    if (stop.stop_requested()) return false;
+
+    runtime_->start();
+    registry_ = std::make_unique<fleet::FleetRegistry>(
+        fleet::FleetRegistry::Options{config_.database.url, host_id_, OUTBOXD_VERSION, config_.outbox.enabled,
+                                      std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
+                                                                          config_.outbox.lease_duration / 3),
+                                      std::chrono::hours{24}},
+        runtime_->outage(), runtime_->current_handlers());
+    registry_thread_ = std::jthread([this](std::stop_token token) { registry_->run(token); });
+    // The watcher thread owns the plugin directory from here on.
+    watcher_ = std::make_unique<plugin::PluginWatcher>(config_.plugins.dir, std::chrono::seconds{5}, [this, settings] {
+        const plugin::DirectoryChange change = plugins_->rescan();
+        report_change(change, metrics_);
+        if (!change.routing_changed()) return;
+        runtime_->set_handlers(handler_set_from(plugins_->current(), settings));
+        registry_->refresh();
+    });
+    watcher_thread_ = std::jthread([this](std::stop_token token) { watcher_->run(token); });
+    watcher_ready_ = watcher_.get();
+    retention_thread_ = std::jthread([this](std::stop_token token) {
+        lease::Retention(config_.outbox.retention)
+            .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);
+    });
+    log::info("outboxd " OUTBOXD_VERSION " started as " + host_id_ + " with " +
+              std::to_string(handlers->entries().size()) + " handler(s), concurrency " +
+              std::to_string(config_.outbox.concurrency));
+    return true;
+}
+
+void Host::rescan() {
+    if (auto* watcher = watcher_ready_.load()) watcher->trigger();
+}
+
+int Host::stop() {
+    if (stopped_) return exit_code_;
+    stopped_ = true;
+    watcher_ready_ = nullptr;
+    if (watcher_thread_.joinable()) {
+        watcher_thread_.request_stop();
+        watcher_thread_.join();
+    }
+    if (retention_thread_.joinable()) {
+        retention_thread_.request_stop();
+        retention_thread_.join();
+    }
+    const bool clean = runtime_ ? runtime_->stop() : true;
+    if (registry_thread_.joinable()) {
+        registry_thread_.request_stop();
+        registry_thread_.join();
+    }
+    if (admin_server_) admin_server_->stop();
+    exit_code_ = clean && !(runtime_ && runtime_->exhausted()) ? 0 : 3;
+    if (!clean) return exit_code_;  // keep everything alive for the stuck threads
+    admin_server_.reset();
+    watcher_.reset();
+    registry_.reset();
+    runtime_.reset();
+    plugins_.reset();
+    private_dir_.reset();
+    return exit_code_;
+}
+
+}  // namespace outbox::app

@@ -1,0 +1,104 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "config/config.hpp"
+#include "db/connect.hpp"
+#include "dispatch/runtime.hpp"
+#include "metrics/metrics.hpp"
+
+namespace outbox::admin {
+class AdminServer;
+}
+namespace outbox::fleet {
+class FleetRegistry;
+}
+namespace outbox::plugin {
+class PluginDirectory;
+class PluginWatcher;
+}
+
+namespace outbox::app {
+
+class PrivateDir;
+
+/// A start-up failure: the exit code (1, or 2 for a configuration error) and one line.
+class StartError : public std::runtime_error {
+public:
+    StartError(int exit_code, const std::string& message) : std::runtime_error(message), exit_code_(exit_code) {}
+    [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
+
+private:
+    int exit_code_;
+};
+
+/// The connection settings of `config` (database.*), naming the process `application_name`.
+db::ConnectionSettings connection_settings_of(const config::Config& config, const std::string& application_name);
+
+/// Opens a connection, retrying with backoff for database.startup_timeout while the server
+/// cannot be reached (one log line says the host is waiting). Returns nullptr when `stop`
+/// was requested meanwhile; throws StartError(1) when the time is up.
+std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop);
+
+/// The composition root: everything `outboxd run` runs, built and stopped in one order.
+/// The test harness builds its hosts with it too, so tests exercise production wiring.
+///
+/// start(), in order: connection settings; the admin token key (a configuration error);
+/// the database (waiting up to database.startup_timeout) and the schema version (or
+/// migrating first); the plugin directory's first scan; the worker runtime; the admin
+/// listener (a bind failure ends start-up before anything is claimed); then claiming,
+/// the fleet registry, the plugin watcher and retention. stop() runs the reverse order.
+class Host {
+public:
+    struct Options {
+        bool migrate_first = false;
+        /// Called (from an internal thread) when the host must stop on its own: more
+        /// handler threads are stuck than outbox.max_abandoned_threads allows.
+        std::function<void()> on_fatal;
+    };
+
+    Host(config::Config config, Options options);
+    ~Host();
+    Host(const Host&) = delete;
+    Host& operator=(const Host&) = delete;
+
+    /// Returns false when `stop` was requested during start-up (nothing is left running).
+    /// Throws StartError.
+    bool start(std::stop_token stop);
+    /// Rescans the plugin directory now (SIGHUP). Safe from any thread, also during start().
+    void rescan();
+    /// Stops everything; returns the process exit code: 0, or 3 when handler threads never
+    /// returned (or too many were abandoned). After 3 the caller must end the process
+    /// without destroying this host: those threads still use it.
+    int stop();
+
+    [[nodiscard]] const std::string& host_id() const noexcept { return host_id_; }
+    [[nodiscard]] metrics::Metrics& metrics() noexcept { return metrics_; }
+    /// Null before start().
+    [[nodiscard]] dispatch::Runtime* runtime() noexcept { return runtime_.get(); }
+
+private:
+    config::Config config_;
+    Options options_;
+    std::string host_id_;
+    metrics::Metrics metrics_;
+    std::unique_ptr<PrivateDir> private_dir_;
+    std::unique_ptr<plugin::PluginDirectory> plugins_;
+    std::unique_ptr<dispatch::Runtime> runtime_;
+    std::unique_ptr<admin::AdminServer> admin_server_;
+    std::unique_ptr<fleet::FleetRegistry> registry_;
+    std::unique_ptr<plugin::PluginWatcher> watcher_;
+    std::atomic<plugin::PluginWatcher*> watcher_ready_{nullptr};
+    std::jthread registry_thread_;
+    std::jthread watcher_thread_;
+    std::jthread retention_thread_;
+    bool stopped_ = false;
+    int exit_code_ = 0;
+};
+
+}  // namespace outbox::app

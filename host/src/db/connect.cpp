@@ -1,0 +1,181 @@
+#include "db/connect.hpp"
+
+#include <sys/socket.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include <libpq-fe.h>
+
+namespace outbox::db {
+namespace {
+
+std::mutex settings_mutex;
+ConnectionSettings settings_value;
+
+std::string quoted(const std::string& value) {
+    std::string out = "'";
+    for (const char c : value) {
+        if (c == '\\' || c == '\'') out += '\\';
+        out += c;
+    }
+    return out + "'";
+}
+
+std::string seconds_text(std::chrono::milliseconds value) {
+    // libpq takes whole seconds; a sub-second setting must not become 0 (= wait forever).
+    return std::to_string(std::max<long long>(1, (value.count() + 999) / 1000));
+}
+
+/// Shuts down the sockets of calls that overran their deadline. One thread per process,
+/// started on first use; it sleeps until the earliest deadline.
+class Watchdog {
+public:
+    static Watchdog& instance() {
+        static Watchdog watchdog;
+        return watchdog;
+    }
+
+    std::uint64_t add(int fd, std::chrono::steady_clock::time_point deadline) {
+        std::uint64_t id = 0;
+        {
+            std::lock_guard lock(mutex_);
+            id = ++next_id_;
+            calls_.emplace(id, Call{fd, deadline, false});
+            ++generation_;
+            if (!thread_.joinable()) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+        }
+        changed_.notify_all();
+        return id;
+    }
+
+    bool remove(std::uint64_t id) {
+        std::lock_guard lock(mutex_);
+        const auto found = calls_.find(id);
+        if (found == calls_.end()) return false;
+        const bool fired = found->second.fired;
+        calls_.erase(found);
+        return fired;
+    }
+
+    bool fired(std::uint64_t id) {
+        std::lock_guard lock(mutex_);
+        const auto found = calls_.find(id);
+        return found != calls_.end() && found->second.fired;
+    }
+
+private:
+    struct Call {
+        int fd;
+        std::chrono::steady_clock::time_point deadline;
+        bool fired;
+    };
+
+    void run(std::stop_token stop) {
+        std::unique_lock lock(mutex_);
+        while (!stop.stop_requested()) {
+            auto next = std::chrono::steady_clock::time_point::max();
+            const auto now = std::chrono::steady_clock::now();
+            for (auto& [id, call] : calls_) {
+                if (call.fired) continue;
+                if (call.deadline <= now) {
+                    // Under the mutex: the guard (and so the connection owning fd) is still
+                    // alive, because its destructor must take the mutex to unregister.
+                    ::shutdown(call.fd, SHUT_RDWR);
+                    call.fired = true;
+                } else {
+                    next = std::min(next, call.deadline);
+                }
+            }
+            const std::uint64_t seen = generation_;
+            const auto woken = [&] { return generation_ != seen; };
+            if (next == std::chrono::steady_clock::time_point::max()) {
+                changed_.wait(lock, stop, woken);
+            } else {
+                changed_.wait_until(lock, stop, next, woken);
+            }
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable_any changed_;
+    std::map<std::uint64_t, Call> calls_;
+    std::uint64_t next_id_ = 0;
+    std::uint64_t generation_ = 0;  // bumped by add(): an earlier deadline may have arrived
+    std::jthread thread_;
+};
+
+}  // namespace
+
+void configure_connections(const ConnectionSettings& settings) {
+    std::lock_guard lock(settings_mutex);
+    settings_value = settings;
+}
+
+ConnectionSettings connection_settings() {
+    std::lock_guard lock(settings_mutex);
+    return settings_value;
+}
+
+std::string effective_conninfo(const std::string& url, const ConnectionSettings& settings) {
+    char* error = nullptr;
+    PQconninfoOption* options = PQconninfoParse(url.c_str(), &error);
+    if (options == nullptr) {
+        if (error != nullptr) PQfreemem(error);
+        throw std::invalid_argument("database.url is not a valid PostgreSQL connection string or URI");
+    }
+    std::map<std::string, std::string> given;
+    for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+        if (option->val != nullptr) given.emplace(option->keyword, option->val);
+    }
+    PQconninfoFree(options);
+
+    const std::map<std::string, std::string> ours{
+        {"connect_timeout", seconds_text(settings.connect_timeout)},
+        {"keepalives", "1"},
+        {"keepalives_idle", seconds_text(settings.keepalives_idle)},
+        {"keepalives_interval", seconds_text(settings.keepalives_interval)},
+        {"keepalives_count", std::to_string(settings.keepalives_count)},
+        {"tcp_user_timeout", std::to_string(settings.tcp_user_timeout.count())},
+        {"application_name", settings.application_name.substr(0, 63)},
+    };
+    for (const auto& [key, value] : ours) given.emplace(key, value);  // the URL's own value wins
+
+    std::string conninfo;
+    for (const auto& [key, value] : given) {
+        if (!conninfo.empty()) conninfo += ' ';
+        conninfo += key + "=" + quoted(value);
+    }
+    return conninfo;
+}
+
+std::unique_ptr<pqxx::connection> open_connection(const std::string& url) {
+    return std::make_unique<pqxx::connection>(effective_conninfo(url, connection_settings()));
+}
+
+CallGuard::CallGuard(pqxx::connection_base& conn, std::chrono::steady_clock::time_point deadline) {
+    const int fd = conn.sock();
+    if (fd >= 0) id_ = Watchdog::instance().add(fd, deadline);
+}
+
+CallGuard::CallGuard(pqxx::connection_base& conn)
+    : CallGuard(conn, std::chrono::steady_clock::now() + connection_settings().call_timeout) {}
+
+CallGuard::~CallGuard() {
+    if (id_ != 0) Watchdog::instance().remove(id_);
+}
+
+bool CallGuard::fired() const noexcept {
+    try {
+        return id_ != 0 && Watchdog::instance().fired(id_);
+    } catch (...) {
+        return false;
+    }
+}
+
+}  // namespace outbox::db
