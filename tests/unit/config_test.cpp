@@ -501,8 +501,47 @@ TEST(Config, HandlerWithoutASectionGetsDefaults) {
     const auto settings = c.handler("unknown-handler");
     EXPECT_FALSE(settings.max_concurrency.has_value());
     EXPECT_FALSE(settings.rate_limit_per_second.has_value());
-    EXPECT_EQ(settings.timeout, 30s);
+    EXPECT_EQ(settings.timeout, 60s);
     EXPECT_EQ(settings.config_json, "{}");
+}
+
+TEST(Config, AHandlerWithoutItsOwnTimeoutGetsOutboxHandlerTimeout) {
+    const Config c = parse_config("outbox:\n  handler_timeout: 90s\nhandlers:\n  own:\n    timeout: 2s\n  shared:\n    config: {}\n",
+                                  "x.yaml", kNoEnv);
+    EXPECT_EQ(c.handler("own").timeout, 2s);
+    EXPECT_EQ(c.handler("shared").timeout, 90s) << "a section without timeout takes the outbox-wide default";
+    EXPECT_EQ(c.handler("no-section").timeout, 90s);
+    const Config env = parse_config("", "x.yaml", [](const std::string& name) -> std::optional<std::string> {
+        if (name == "OUTBOX_HANDLER_TIMEOUT") return "5s";
+        return std::nullopt;
+    });
+    EXPECT_EQ(env.handler("any").timeout, 5s);
+}
+
+TEST(Config, LivenessSettingsHaveTheirDocumentedDefaultsAndVariables) {
+    const Config defaults = parse_config("", "x.yaml", kNoEnv);
+    EXPECT_EQ(defaults.outbox.handler_timeout, 60s);
+    EXPECT_EQ(defaults.outbox.abandon_grace, 10s);
+    EXPECT_FALSE(defaults.outbox.max_abandoned_threads.has_value()) << "unset means: as many as outbox.concurrency";
+    EXPECT_EQ(defaults.database.startup_timeout, 60s);
+    EXPECT_EQ(defaults.database.connect_timeout, 10s);
+    EXPECT_EQ(defaults.database.call_timeout, 15s);
+    const std::map<std::string, std::string> vars{
+        {"OUTBOX_ABANDON_GRACE", "3s"},          {"OUTBOX_MAX_ABANDONED_THREADS", "2"},
+        {"OUTBOX_DATABASE_STARTUP_TIMEOUT", "0"}, {"OUTBOX_DATABASE_CONNECT_TIMEOUT", "4s"},
+        {"OUTBOX_DATABASE_CALL_TIMEOUT", "7s"},   {"OUTBOX_DATABASE_TCP_USER_TIMEOUT", "8s"},
+        {"OUTBOX_DATABASE_KEEPALIVES_IDLE", "9s"}};
+    const Config c = parse_config("", "x.yaml", [&](const std::string& name) -> std::optional<std::string> {
+        const auto found = vars.find(name);
+        return found == vars.end() ? std::nullopt : std::optional<std::string>(found->second);
+    });
+    EXPECT_EQ(c.outbox.abandon_grace, 3s);
+    EXPECT_EQ(c.outbox.max_abandoned_threads, 2);
+    EXPECT_EQ(c.database.startup_timeout, 0s);
+    EXPECT_EQ(c.database.connect_timeout, 4s);
+    EXPECT_EQ(c.database.call_timeout, 7s);
+    EXPECT_EQ(c.database.tcp_user_timeout, 8s);
+    EXPECT_EQ(c.database.keepalives_idle, 9s);
 }
 
 TEST(Config, MissingFileIsAnErrorNamingThePath) {
@@ -553,6 +592,14 @@ TEST(Config, TheDocumentedExampleFileParsesToTheDefaults) {
     EXPECT_EQ(c.outbox.shutdown_timeout, defaults.outbox.shutdown_timeout);
     EXPECT_EQ(c.outbox.retention, defaults.outbox.retention);
     EXPECT_EQ(c.outbox.host_id, defaults.outbox.host_id);
+    EXPECT_EQ(c.outbox.handler_timeout, defaults.outbox.handler_timeout);
+    EXPECT_EQ(c.outbox.abandon_grace, defaults.outbox.abandon_grace);
+    EXPECT_EQ(c.outbox.max_abandoned_threads, defaults.outbox.max_abandoned_threads);
+    EXPECT_EQ(c.database.connect_timeout, defaults.database.connect_timeout);
+    EXPECT_EQ(c.database.keepalives_idle, defaults.database.keepalives_idle);
+    EXPECT_EQ(c.database.tcp_user_timeout, defaults.database.tcp_user_timeout);
+    EXPECT_EQ(c.database.call_timeout, defaults.database.call_timeout);
+    EXPECT_EQ(c.database.startup_timeout, defaults.database.startup_timeout);
     EXPECT_EQ(c.plugins.dir, defaults.plugins.dir);
     EXPECT_EQ(c.admin.listen, defaults.admin.listen);
     EXPECT_EQ(c.admin.jwt_public_key_file, defaults.admin.jwt_public_key_file);
@@ -570,7 +617,7 @@ TEST(Config, TheDocumentedExampleFileParsesToTheDefaults) {
         nlohmann::json::parse(R"({"endpoint": "http://127.0.0.1:8081/v1/classify", "api_key_env": "AI_API_KEY"})"));
     const auto forwarding = c.handler("mission-log-forwarding");
     EXPECT_FALSE(forwarding.max_concurrency.has_value());
-    EXPECT_EQ(forwarding.timeout, 30s);
+    EXPECT_EQ(forwarding.timeout, 60s);
     EXPECT_EQ(nlohmann::json::parse(forwarding.config_json),
               nlohmann::json::parse(R"({"base_url": "http://127.0.0.1:8082", "timeout": "5s"})"));
 }

@@ -19,6 +19,8 @@ TEST(Duration, ParsesEveryUnit) {
 TEST(Duration, ZeroIsAllowed) {
     EXPECT_EQ(parse_duration("0s"), 0ms);
     EXPECT_EQ(parse_duration("0ms"), 0ms);
+    EXPECT_EQ(parse_duration("0"), 0ms) << "zero needs no unit (database.startup_timeout: 0 fails at once)";
+    EXPECT_FALSE(parse_duration("00x").has_value());
 }
 
 TEST(Duration, RejectsAnythingButOneNonNegativeIntegerAndOneUnit) {

@@ -19,6 +19,7 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) n
     std::int64_t amount = 0;
     if (std::from_chars(text.data(), text.data() + digits, amount).ec != std::errc{}) return std::nullopt;
     const std::string_view unit = text.substr(digits);
+    if (unit.empty() && amount == 0) return std::chrono::milliseconds{0};  // "0" needs no unit
     for (const auto& [name, factor] : kUnits) {
         if (unit == name) {
             if (amount > INT64_MAX / factor) return std::nullopt;
