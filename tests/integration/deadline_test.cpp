@@ -1,0 +1,118 @@
+// Handler deadlines kept by the host: ctx.cancelled() and ctx.db() at the deadline, and
+// calls that ignore both abandoned after outbox.abandon_grace, with real plugin files and
+// a real PostgreSQL.
+#include <gtest/gtest.h>
+
+#include "support/pg_fixture.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Deadline : public ::testing::Test {
+protected:
+    void SetUp() override { create_scripted_effect_table(db_.url()); }
+
+    long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
+    std::string row_of(const std::string& id) const {
+        return db_.scalar("SELECT status || ' ' || coalesce(last_error_code, '-') FROM event_publication WHERE event_id = '" +
+                          id + "'");
+    }
+    long long completed() const { return count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'"); }
+    long long processing() const { return count("SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'"); }
+
+    /// A host whose handler calls have a 300 ms deadline and are abandoned 300 ms later.
+    std::unique_ptr<TestHost> host(int max_attempts, std::optional<int> max_abandoned = std::nullopt) const {
+        auto options = fast_options(db_.url(), "deadline-host");
+        options.max_attempts = max_attempts;
+        options.abandon_grace = 300ms;
+        options.max_abandoned_threads = max_abandoned;
+        options.concurrency = 3;
+        auto h = std::make_unique<TestHost>(options, std::vector<std::string>{OUTBOX_FIXTURE_SCRIPTED},
+                                            plugin::HandlerConfigs{}, 300ms);
+        h->start();
+        return h;
+    }
+
+    TestDatabase db_;
+};
+
+TEST_F(Deadline, CancelledTurnsTrueAtTheDeadlineSoACooperativeHandlerStopsThere) {
+    const std::string id = publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 20000})", 1)[0];
+    const auto h = host(1);
+    ASSERT_TRUE(wait_until([&] { return row_of(id) == "REVIEW_REQUIRED CANCELLED"; }, 10s)) << row_of(id);
+    EXPECT_EQ(h->metrics().abandoned_threads(), 0) << "a handler that honours ctx.cancelled() is never abandoned";
+    EXPECT_TRUE(h->stop());
+}
+
+TEST_F(Deadline, AStatementThroughCtxDbEndsAtTheDeadline) {
+    const std::string id = publish_many(db_.url(), "TestRequested", R"({"db_sleep_s": 60})", 1)[0];
+    const auto h = host(1);
+    ASSERT_TRUE(wait_until([&] { return row_of(id) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 10s)) << row_of(id);
+    EXPECT_EQ(h->metrics().abandoned_threads(), 0) << "the statement timeout ended the call; nothing was abandoned";
+    EXPECT_EQ(count("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'"), 0)
+        << "the server no longer runs the statement";
+    EXPECT_TRUE(h->stop());
+}
+
+TEST_F(Deadline, AHandlerIgnoringCancellationIsAbandonedWhileOtherEventsComplete) {
+    // Sleeps 4 s ignoring cancellation, then writes through ctx.db(): the late write must
+    // never commit, because the host stored HANDLER_TIMEOUT at deadline + grace.
+    const std::string stuck =
+        publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 4000, "ignore_cancel": true, "db": true})", 1)[0];
+    const auto h = host(1);
+    ASSERT_TRUE(wait_until([&] { return row_of(stuck) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 3s)) << row_of(stuck);
+    EXPECT_EQ(h->metrics().abandoned_threads(), 1);
+    // The abandoned slot was replaced: the host keeps all its workers for other events.
+    publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 50})", 30);
+    ASSERT_TRUE(wait_until([&] { return completed() == 30; }, 20s));
+    ASSERT_TRUE(wait_until([&] { return h->metrics().abandoned_threads() == 0; }, 10s))
+        << "the abandoned thread returned and left";
+    EXPECT_EQ(processing(), 0);
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE event_id = '" + stuck + "'"), 0)
+        << "an abandoned call's late ctx.db() work never commits";
+    EXPECT_EQ(row_of(stuck), "REVIEW_REQUIRED HANDLER_TIMEOUT");
+    const auto calls = h->metrics().handler_calls();
+    EXPECT_EQ(calls.at({"scripted", "abandoned"}), 1u);
+    EXPECT_TRUE(h->stop());
+}
+
+TEST_F(Deadline, AnAbandonedAttemptIsRetriedAndItsEffectCommitsOnce) {
+    const std::string id = publish_many(
+        db_.url(), "TestRequested", R"({"sleep_ms": 8000, "ignore_cancel": true, "hang_times": 1, "db": true})", 1)[0];
+    const auto h = host(3);
+    // Long before the first call returns (8 s), the second attempt has completed.
+    ASSERT_TRUE(wait_until([&] { return row_of(id).rfind("COMPLETED", 0) == 0; }, 5s)) << row_of(id);
+    ASSERT_TRUE(wait_until([&] { return h->metrics().abandoned_threads() == 0; }, 15s));
+    EXPECT_EQ(count("SELECT attempt_count FROM event_publication WHERE event_id = '" + id + "'"), 2);
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE event_id = '" + id + "'"), 1)
+        << "only the second attempt's effect commits";
+    EXPECT_EQ(count("SELECT attempt FROM scripted_effect WHERE event_id = '" + id + "'"), 2);
+    EXPECT_TRUE(h->stop());
+}
+
+TEST_F(Deadline, ASpinningHandlerIsAbandoned) {
+    const std::string id = publish_many(db_.url(), "TestRequested", R"({"spin_ms": 2500})", 1)[0];
+    const auto h = host(1);
+    ASSERT_TRUE(wait_until([&] { return row_of(id) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 2s)) << row_of(id);
+    EXPECT_EQ(h->metrics().abandoned_threads(), 1);
+    ASSERT_TRUE(wait_until([&] { return h->metrics().abandoned_threads() == 0; }, 10s));
+    EXPECT_TRUE(h->stop());
+}
+
+TEST_F(Deadline, BeyondMaxAbandonedThreadsTheHostStopsClaimingAndReportsExhaustion) {
+    publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 3000, "ignore_cancel": true})", 2);
+    const auto h = host(1, 1);
+    ASSERT_TRUE(wait_until([&] { return h->runtime().exhausted(); }, 5s)) << "two stuck threads, one allowed";
+    const auto later = publish_many(db_.url(), "TestRequested", "{}", 5);
+    std::this_thread::sleep_for(1s);  // a claim would take a poll interval (100 ms) at most
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'PENDING'"), 5)
+        << "an exhausted host claims nothing more";
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE last_error_code = 'HANDLER_TIMEOUT'"), 2);
+    EXPECT_FALSE(h->stop()) << "an exhausted host stops with exit code 3";
+}
+
+}  // namespace
+}  // namespace outbox::test
