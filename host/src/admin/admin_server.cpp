@@ -225,14 +225,18 @@ struct AdminServer::Impl {
     /// Runs `work` on a pooled connection. A pooled connection the server closed while it was
     /// idle is replaced and the work retried (safe: nothing was committed on it); failing to
     /// open a connection at all is not retried, so an outage answers at once.
+    /// `bound`: how long one call may take before the host drops its connection (default
+    /// database.call_timeout); probes pass a short one so a silent server makes them fail
+    /// fast instead of hanging.
     template <class Work>
-    std::optional<db::DbFailure> try_database(Work&& work) {
+    std::optional<db::DbFailure> try_database(Work&& work, std::optional<std::chrono::milliseconds> bound = std::nullopt) {
         constexpr int kAttempts = 3;
         for (int attempt = 1;; ++attempt) {
             std::optional<db::ConnectionPool::Handle> conn;
             try {
                 conn.emplace(pool.acquire(std::chrono::steady_clock::now() + kPoolWait));
-                db::CallGuard guard(**conn);
+                db::CallGuard guard(**conn, std::chrono::steady_clock::now() +
+                                                bound.value_or(db::connection_settings().call_timeout));
                 work(**conn);
                 return std::nullopt;
             } catch (...) {
@@ -333,7 +337,8 @@ struct AdminServer::Impl {
     static void healthz(httplib::Response& res) { res.set_content(R"({"status":"ok"})", kJson); }
 
     void readyz(httplib::Response& res) {
-        const auto failure = try_database([&](pqxx::connection& conn) { ping_database(conn, options.probe_timeout); });
+        const auto failure = try_database([&](pqxx::connection& conn) { ping_database(conn, options.probe_timeout); },
+                                          probe_bound());
         if (failure) {
             send_error(res, 503, "DATABASE_UNAVAILABLE", "the database does not answer (" + failure->describe() + ")");
             return;
@@ -346,6 +351,8 @@ struct AdminServer::Impl {
         res.set_content(R"({"status":"ready"})", kJson);
     }
 
+    [[nodiscard]] std::chrono::milliseconds probe_bound() const { return options.probe_timeout + std::chrono::seconds{1}; }
+
     void metrics_page(httplib::Response& res) {
         std::optional<metrics::DbGauges> gauges;
         const auto failure = try_database([&](pqxx::connection& conn) {
@@ -355,7 +362,7 @@ struct AdminServer::Impl {
                 ++gauges->fleet_hosts[host.live ? "live" : host.stopped ? "stopped" : "gone"];
             }
             gauges->fleet_handler_mismatches = static_cast<long long>(view.mismatches.size());
-        });
+        }, probe_bound());
         if (failure) {
             gauges.reset();
             log::debug("metrics: database gauges unavailable: " + failure->describe());

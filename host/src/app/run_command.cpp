@@ -12,6 +12,11 @@
 #include "log/log.hpp"
 
 namespace outbox::app {
+namespace {
+// After outbox.shutdown_timeout a stop still cancels running calls (5 s), abandons what
+// ignores that and stores the outcomes; this is how long that may take.
+constexpr std::chrono::seconds kStopMargin{20};
+}  // namespace
 
 int run_command(const config::Config& config, bool migrate_first) {
     // Signals are taken by sigwait on one thread only; every thread started below inherits
@@ -74,7 +79,22 @@ int run_command(const config::Config& config, bool migrate_first) {
         std::unique_lock lock(mutex);
         cv.wait(lock, stopping.get_token(), [] { return false; });
     }
+    // A stop that overruns its bound (outbox.shutdown_timeout for handlers, then the cancel
+    // grace and storing outcomes) is itself a hang: end the process with code 3.
+    std::jthread stop_watchdog([bound = config.outbox.shutdown_timeout + kStopMargin](std::stop_token done) {
+        std::mutex mutex;
+        std::condition_variable_any cv;
+        std::unique_lock lock(mutex);
+        if (cv.wait_for(lock, done, bound, [] { return false; }) || done.stop_requested()) return;
+        log::error("stopping took longer than outbox.shutdown_timeout plus " +
+                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kStopMargin).count()) +
+                   "s; exiting with code 3");
+        spdlog::default_logger_raw()->flush();
+        std::_Exit(3);
+    });
     const int code = host.stop();
+    stop_watchdog.request_stop();
+    stop_watchdog.join();
     log::info(code == 0 ? "outboxd stopped" : "outboxd stopped with handler threads still running (exit code 3)");
     spdlog::default_logger_raw()->flush();
     // After 3 the host must not be destroyed: its stuck threads still use it.

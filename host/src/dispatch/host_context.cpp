@@ -47,9 +47,11 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
     bool unanswered = false;
     try {
         if (!conn_) conn_.emplace(pool_.acquire(deadline_));
-        // A silent server cannot hold the handler past its deadline: the guard ends the
-        // call a little after the server-side statement timeout should have.
-        db::CallGuard guard(**conn_, deadline_ + kGuardMargin);
+        // A silent server cannot hold the handler past its deadline (the guard ends the call
+        // a little after the server-side statement timeout should have) nor longer than any
+        // other database call (database.call_timeout), so a stop never waits on it for long.
+        db::CallGuard guard(**conn_, std::min(deadline_ + kGuardMargin,
+                                              std::chrono::steady_clock::now() + db::connection_settings().call_timeout));
         try {
             limit_statement_time();
             std::vector<const char*> values;

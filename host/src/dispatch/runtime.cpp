@@ -141,13 +141,14 @@ void Runtime::set_handlers(std::shared_ptr<const HandlerSet> handlers) {
     wakeup_.notify();  // new event types may be due already
 }
 
-void Runtime::release_unstarted(std::vector<Work> unstarted) {
+void Runtime::release_unstarted(std::vector<Work> unstarted, std::chrono::steady_clock::time_point deadline) {
     if (unstarted.empty()) return;
     std::vector<lease::LeaseRef> leases;
     for (const auto& work : unstarted) leases.push_back(work.flight->lease);
     db::DbSession session(options_.database_url, "shutdown", outage_);
     std::stop_source never;
-    for (int attempt = 0; attempt < 5; ++attempt) {
+    // Not giving them back only delays them until their leases expire.
+    for (int attempt = 0; attempt < 5 && (attempt == 0 || std::chrono::steady_clock::now() < deadline); ++attempt) {
         int released = 0;
         if (session.run([&](pqxx::connection& conn) { released = lease::LeaseStore(conn).release(leases); },
                         never.get_token())) {
@@ -189,7 +190,7 @@ bool Runtime::stop() {
     deadline_watch_.request_stop();
     if (deadline_watch_.joinable()) deadline_watch_.join();
 
-    release_unstarted(queue_.close());
+    release_unstarted(queue_.close(), shutdown_deadline);
 
     if (!queue_.wait_idle(shutdown_deadline)) {
         log::warn(std::to_string(queue_.busy()) +

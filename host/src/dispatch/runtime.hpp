@@ -79,7 +79,7 @@ private:
     void watch_deadlines(std::stop_token stop);
     /// Stores HANDLER_TIMEOUT for a call taken away from its worker and frees its slot.
     void abandon(InFlight& flight, bool replace_thread);
-    void release_unstarted(std::vector<Work> unstarted);
+    void release_unstarted(std::vector<Work> unstarted, std::chrono::steady_clock::time_point deadline);
     /// Joins the worker threads that have finished; true when none is left.
     bool join_finished_workers(std::chrono::steady_clock::time_point deadline);
 
