@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -86,11 +85,13 @@ std::optional<std::string> parents_problem(const fs::path& dir, int dir_fd) {
     int current_fd = dir_fd;
     std::optional<Fd> held;
     for (;;) {
+        // O_PATH: a parent the host may search but not read (0711) can still be judged.
         Fd parent(::openat(current_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
         struct stat st {};
         if (parent.get() < 0 || ::fstat(parent.get(), &st) != 0) {
+            const int error = errno;
             return dir.string() + " cannot be checked: the parent of " + name.string() + " cannot be opened (" +
-                   errno_text(errno) + ")";
+                   errno_text(error) + ")";
         }
         if (st.st_dev == current.st_dev && st.st_ino == current.st_ino) break;  // the root
         name = name.has_relative_path() ? name.parent_path() : name;
@@ -105,8 +106,9 @@ std::optional<std::string> parents_problem(const fs::path& dir, int dir_fd) {
     for (fs::path parent = lexical.parent_path();; parent = parent.parent_path()) {
         struct stat st {};
         if (::stat(parent.c_str(), &st) != 0) {
+            const int error = errno;
             return dir.string() + " cannot be checked: its parent directory " + parent.string() + " cannot be read (" +
-                   errno_text(errno) + ")";
+                   errno_text(error) + ")";
         }
         if (checked.emplace(st.st_dev, st.st_ino).second) {
             if (auto problem = parent_problem(dir, parent, st)) return problem;
@@ -125,17 +127,16 @@ std::optional<std::string> PluginDirectory::open_directory(int& dir_fd, std::vec
     // O_NOFOLLOW: a symbolic link here would let whoever owns the link choose the directory.
     dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir_fd < 0) {
-        if (errno == ENOENT) return dir_.string() + " does not exist";
         const int error = errno;
+        if (error == ENOENT) return dir_.string() + " does not exist";
         struct stat link {};
         // With O_DIRECTORY a link is reported as ENOTDIR rather than ELOOP.
         if ((error == ELOOP || error == ENOTDIR) && ::lstat(dir_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
             return dir_.string() + " is a symbolic link; set plugins.dir to the directory it points to";
         }
-        errno = error;
         // A directory that cannot be listed (no read permission, not a directory) would
         // otherwise look empty and unload nothing without a word.
-        return dir_.string() + " cannot be listed (" + errno_text(errno) + ")";
+        return dir_.string() + " cannot be listed (" + errno_text(error) + ")";
     }
     struct stat st {};
     if (::fstat(dir_fd, &st) != 0) return dir_.string() + " cannot be listed (" + errno_text(errno) + ")";
