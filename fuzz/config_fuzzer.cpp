@@ -32,6 +32,9 @@ void check_accepted(const outbox::config::Config& config) {
     OUTBOX_FUZZ_CHECK(o.concurrency >= 1 && o.concurrency <= 1024, "outbox.concurrency range");
     OUTBOX_FUZZ_CHECK(within(o.shutdown_timeout, 0ms, 1h), "outbox.shutdown_timeout range");
     OUTBOX_FUZZ_CHECK(config.admin.jwt_secret.empty(), "a JWT secret never comes from the file");
+    OUTBOX_FUZZ_CHECK(within(config.admin.jwt_max_lifetime, 1s, 24h), "admin.jwt_max_lifetime range");
+    OUTBOX_FUZZ_CHECK(config.admin.jwt_public_key_file.empty() || !config.admin.jwt_audience.empty(),
+                      "an RS256 key always comes with an audience");
     for (const auto& [name, handler] : config.handlers) {
         const auto parsed = nlohmann::json::parse(handler.config_json, nullptr, false);
         OUTBOX_FUZZ_CHECK(!parsed.is_discarded() && parsed.is_object(), "handler config is a JSON object");

@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr const char* kSecret = "e2e-admin-secret-0123456789";
+constexpr const char* kSecret = "e2e-admin-secret-0123456789abcdefghij";  // at least 32 bytes
 
 /// A listening socket on 127.0.0.1 holding an ephemeral port.
 class HeldPort {
@@ -64,13 +64,17 @@ int free_port() {
     return held.port();
 }
 
-std::string admin_token(const std::string& company) {
+std::string admin_token(const std::string& company, std::chrono::seconds lifetime = std::chrono::minutes{5}) {
     jwt_t* jwt = nullptr;
     jwt_new(&jwt);
     const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-    const json claims{{"sub", "e2e-operator"}, {"role", "ADMIN"}, {"company_id", company}, {"exp", now + 300}};
+    const json claims{{"sub", "e2e-operator"},
+                      {"role", "ADMIN"},
+                      {"company_id", company},
+                      {"iat", now},
+                      {"exp", now + lifetime.count()}};
     jwt_add_grants_json(jwt, claims.dump().c_str());
     jwt_set_alg(jwt, JWT_ALG_HS256, reinterpret_cast<const unsigned char*>(kSecret),
                 static_cast<int>(std::strlen(kSecret)));
@@ -117,10 +121,66 @@ TEST_F(AdminE2e, ABusyAdminAddressIsAStartUpErrorAndNothingIsClaimed) {
 TEST_F(AdminE2e, AnUnreadablePublicKeyFileIsAConfigError) {
     auto environment = env(free_port());
     environment["OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE"] = (dir_.path() / "missing.pem").string();
+    environment["OUTBOX_ADMIN_JWT_AUDIENCE"] = "outboxd-admin";
     const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, environment, 30s);
     EXPECT_EQ(code, 2) << output;
     EXPECT_NE(output.find("admin.jwt_public_key_file"), std::string::npos) << output;
     EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << "one line, before anything starts: " << output;
+}
+
+TEST_F(AdminE2e, AWeakTokenPolicyIsAConfigErrorThatNeverShowsTheSecret) {
+    auto short_secret = env(free_port());
+    short_secret["OUTBOX_ADMIN_JWT_SECRET"] = "short-but-sweet-secret";
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, short_secret, 30s);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("OUTBOX_ADMIN_JWT_SECRET is shorter than 32 bytes"), std::string::npos) << output;
+    EXPECT_EQ(output.find("short-but-sweet"), std::string::npos) << "the secret must not be printed: " << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
+
+    auto no_audience = env(free_port());
+    const fs::path key = dir_.path() / "idp.pem";
+    std::ofstream(key) << "-----BEGIN PUBLIC KEY-----\n";
+    no_audience["OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE"] = key.string();
+    const auto [rs256_code, rs256_output] = run_command({OUTBOXD_BINARY, "run"}, no_audience, 30s);
+    EXPECT_EQ(rs256_code, 2) << rs256_output;
+    EXPECT_NE(rs256_output.find("admin.jwt_audience is required when admin.jwt_public_key_file is set"),
+              std::string::npos)
+        << rs256_output;
+    EXPECT_EQ(std::count(rs256_output.begin(), rs256_output.end(), '\n'), 1) << rs256_output;
+}
+
+// Plugins run in-process: the env_probe fixture records, from its library constructor and
+// its handler's, whether it can see the secret. The host must still verify tokens with it.
+TEST_F(AdminE2e, TheSecretLeavesTheEnvironmentBeforeAnyPluginLoadsAndStillVerifiesTokens) {
+    fs::copy_file(OUTBOX_FIXTURE_ENV_PROBE, plugin_dir_ / "libenv_probe.so");
+    const fs::path probe = dir_.path() / "probe.txt";
+    const int port = free_port();
+    auto environment = env(port);
+    environment["OUTBOX_TEST_PROBE_FILE"] = probe.string();
+    environment["OUTBOX_ADMIN_JWT_MAX_LIFETIME"] = "10m";
+    ChildProcess host({OUTBOXD_BINARY, "run"}, environment, (dir_.path() / "probe-host.log").string());
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(1s);
+    ASSERT_TRUE(wait_until([&] { return static_cast<bool>(client.Get("/healthz")); }, 20s)) << log("probe-host.log");
+
+    const std::string seen = read_file(probe.string());
+    EXPECT_NE(seen.find("loaded secret=unset\n"), std::string::npos) << seen;
+    EXPECT_NE(seen.find("constructed secret=unset\n"), std::string::npos) << seen;
+    EXPECT_EQ(seen.find("secret=set"), std::string::npos) << "a plugin saw the secret: " << seen;
+    const std::string initial_environment = read_file("/proc/" + std::to_string(host.pid()) + "/environ");
+    EXPECT_NE(initial_environment.find("OUTBOX_TEST_PROBE_FILE="), std::string::npos) << "read the right process";
+    EXPECT_EQ(initial_environment.find(kSecret), std::string::npos)
+        << "the value is overwritten in the initial environment block too";
+
+    const auto within = client.Get("/api/v1/admin/outbox-events", {{"Authorization", "Bearer " + admin_token("acme")}});
+    ASSERT_TRUE(within);
+    EXPECT_EQ(within->status, 200) << "the host kept the secret it read: " << within->body;
+    const auto too_long = client.Get("/api/v1/admin/outbox-events",
+                                     {{"Authorization", "Bearer " + admin_token("acme", std::chrono::minutes{11})}});
+    ASSERT_TRUE(too_long);
+    EXPECT_EQ(too_long->status, 401) << "OUTBOX_ADMIN_JWT_MAX_LIFETIME=10m: " << too_long->body;
+    host.signal(SIGTERM);
+    EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("probe-host.log");
 }
 
 TEST_F(AdminE2e, WithProcessingDisabledTheHostClaimsNothingButServesMetricsAndTheApi) {

@@ -24,6 +24,10 @@ TEST_F(AdminAuth, RetryAuthorizationMatrix) {
         claims["aud"] = "outboxd-admin";
         return claims;
     };
+    auto without_iat = [](json claims) {
+        claims.erase("iat");
+        return claims;
+    };
     struct Case {
         const char* name;
         std::optional<std::string> token;  // nullopt: no Authorization header
@@ -34,6 +38,9 @@ TEST_F(AdminAuth, RetryAuthorizationMatrix) {
         {"no token", std::nullopt, 401, "UNAUTHENTICATED"},
         {"bad signature", mint_hs256(with_aud(token_claims("ADMIN", "acme")), "another-secret"), 401, "INVALID_TOKEN"},
         {"expired", mint_hs256(with_aud(token_claims("ADMIN", "acme", "alice", -10min))), 401, "INVALID_TOKEN"},
+        {"no iat", mint_hs256(with_aud(without_iat(token_claims("ADMIN", "acme")))), 401, "INVALID_TOKEN"},
+        {"lifetime over admin.jwt_max_lifetime", mint_hs256(with_aud(token_claims("ADMIN", "acme", "alice", 2h))), 401,
+         "INVALID_TOKEN"},
         {"wrong audience", mint_hs256(token_claims("ADMIN", "acme")), 401, "INVALID_TOKEN"},
         {"HR", mint_hs256(with_aud(token_claims("HR", "acme"))), 403, "FORBIDDEN"},
         {"VIEWER", mint_hs256(with_aud(token_claims("VIEWER", "acme"))), 403, "FORBIDDEN"},

@@ -65,6 +65,44 @@ TEST(JwtVerifier, ExpiryIsRequiredAndCheckedWithASmallLeeway) {
         << "10s past exp is within the 30s clock-skew leeway";
 }
 
+TEST(JwtVerifier, IssueTimeIsRequired) {
+    json claims = token_claims("ADMIN", "acme");
+    claims.erase("iat");
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(claims), kNow)), "the token has no issue time (iat)");
+    claims["iat"] = "yesterday";
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(claims), kNow)), "the token has no issue time (iat)");
+}
+
+TEST(JwtVerifier, ALifetimeLongerThanTheMaximumIsRefused) {
+    const char* const too_long =
+        "the token's lifetime (exp - iat) is longer than this host accepts (admin.jwt_max_lifetime)";
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(token_claims("ADMIN", "acme", "a", 1h)), kNow)), "")
+        << "exactly the default maximum of 1h is accepted";
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(token_claims("ADMIN", "acme", "a", 1h + 1s)), kNow)), too_long);
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(token_claims("ADMIN", "acme", "a", 24h * 365)), kNow)), too_long);
+
+    JwtOptions longer;
+    longer.hs256_secret = kTestSecret;
+    longer.max_lifetime = 8h;
+    EXPECT_EQ(failure_of(JwtVerifier(longer).verify(mint_hs256(token_claims("ADMIN", "acme", "a", 2h)), kNow)), "");
+    JwtOptions shorter = longer;
+    shorter.max_lifetime = 5min;
+    EXPECT_EQ(failure_of(JwtVerifier(shorter).verify(mint_hs256(token_claims("ADMIN", "acme", "a", 10min)), kNow)),
+              too_long);
+}
+
+// Otherwise a token "issued" in a year with exp an hour later would be valid for a year.
+TEST(JwtVerifier, ATokenIssuedInTheFutureIsRefused) {
+    json claims = token_claims("ADMIN", "acme");
+    const long long next_year = claims["iat"].get<long long>() + 365LL * 24 * 3600;
+    claims["iat"] = next_year;
+    claims["exp"] = next_year + 600;
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(claims), kNow)), "the token's issue time (iat) is in the future");
+    json skewed = token_claims("ADMIN", "acme");
+    skewed["iat"] = skewed["iat"].get<long long>() + 10;
+    EXPECT_EQ(failure_of(hs256().verify(mint_hs256(skewed), kNow)), "") << "10s ahead is within the clock-skew leeway";
+}
+
 TEST(JwtVerifier, NotBeforeIsHonoured) {
     json claims = token_claims("ADMIN", "acme");
     claims["nbf"] = claims["exp"];

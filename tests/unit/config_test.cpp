@@ -63,6 +63,7 @@ TEST(Config, NoFileAndEmptyEnvironmentGiveTheDocumentedDefaults) {
     EXPECT_EQ(c.admin.listen, "127.0.0.1:8080");
     EXPECT_EQ(c.admin.jwt_secret, "");
     EXPECT_EQ(c.admin.jwt_public_key_file, "");
+    EXPECT_EQ(c.admin.jwt_max_lifetime, 1h);
     EXPECT_EQ(c.log.level, "info");
     EXPECT_EQ(c.log.format, "text");
     EXPECT_TRUE(c.handlers.empty());
@@ -156,10 +157,11 @@ TEST(Config, EnvironmentOverridesTheFile) {
                                           {"OUTBOX_HOST_ID", "pod-7"},
                                           {"OUTBOX_PLUGIN_DIR", "/env/plugins"},
                                           {"OUTBOX_ADMIN_LISTEN", "off"},
-                                          {"OUTBOX_ADMIN_JWT_SECRET", "s3cr3t"},
+                                          {"OUTBOX_ADMIN_JWT_SECRET", "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t"},
                                           {"OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE", "/env/key.pem"},
                                           {"OUTBOX_ADMIN_JWT_ISSUER", "env-issuer"},
                                           {"OUTBOX_ADMIN_JWT_AUDIENCE", "env-audience"},
+                                          {"OUTBOX_ADMIN_JWT_MAX_LIFETIME", "15m"},
                                           {"OUTBOX_LOG_LEVEL", "warn"},
                                           {"OUTBOX_LOG_FORMAT", "json"}}));
     EXPECT_EQ(c.outbox.batch_size, 7);
@@ -177,10 +179,11 @@ TEST(Config, EnvironmentOverridesTheFile) {
     EXPECT_EQ(c.outbox.host_id, "pod-7");
     EXPECT_EQ(c.plugins.dir, "/env/plugins");
     EXPECT_EQ(c.admin.listen, "off");
-    EXPECT_EQ(c.admin.jwt_secret, "s3cr3t");
+    EXPECT_EQ(c.admin.jwt_secret, "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t");
     EXPECT_EQ(c.admin.jwt_public_key_file, "/env/key.pem");
     EXPECT_EQ(c.admin.jwt_issuer, "env-issuer");
     EXPECT_EQ(c.admin.jwt_audience, "env-audience");
+    EXPECT_EQ(c.admin.jwt_max_lifetime, 15min);
     EXPECT_EQ(c.log.level, "warn");
     EXPECT_EQ(c.log.format, "json");
 }
@@ -421,6 +424,43 @@ TEST(Config, JwtSecretInTheFileIsRejectedWithoutEchoingIt) {
     EXPECT_FALSE(contains(message, "hunter2")) << "the secret must not be printed: " << message;
 }
 
+TEST(Config, AJwtSecretShorterThan32BytesIsAnErrorNamingTheVariableButNotTheSecret) {
+    const std::string short_secret = "hunter2-hunter2-hunter2-hunter2";  // 31 bytes
+    const std::string message = error_of("", env_of({{"OUTBOX_ADMIN_JWT_SECRET", short_secret}}));
+    EXPECT_TRUE(contains(message, "OUTBOX_ADMIN_JWT_SECRET is shorter than 32 bytes")) << message;
+    EXPECT_FALSE(contains(message, "hunter2")) << "the secret must not be printed: " << message;
+
+    const std::string long_enough = short_secret + "!";
+    EXPECT_EQ(parse_config("", "x.yaml", env_of({{"OUTBOX_ADMIN_JWT_SECRET", long_enough}})).admin.jwt_secret,
+              long_enough);
+    EXPECT_EQ(parse_config("", "x.yaml", env_of({{"OUTBOX_ADMIN_JWT_SECRET", ""}})).admin.jwt_secret, "")
+        << "an empty variable configures no HS256 key at all (every token is refused)";
+}
+
+TEST(Config, JwtMaxLifetimeIsADurationFromTheFileOrTheEnvironment) {
+    EXPECT_EQ(parse_config("admin:\n  jwt_max_lifetime: 10m\n", "x.yaml", kNoEnv).admin.jwt_max_lifetime, 10min);
+    EXPECT_EQ(parse_config("", "x.yaml", env_of({{"OUTBOX_ADMIN_JWT_MAX_LIFETIME", "2h"}})).admin.jwt_max_lifetime, 2h);
+    const std::string too_long = error_of("admin:\n  jwt_max_lifetime: 30d\n");
+    EXPECT_TRUE(contains(too_long, "admin.jwt_max_lifetime = \"30d\" (from outboxd.yaml:2)")) << too_long;
+    EXPECT_TRUE(contains(too_long, "from 1s to 1d")) << too_long;
+    const std::string not_a_duration = error_of("", env_of({{"OUTBOX_ADMIN_JWT_MAX_LIFETIME", "forever"}}));
+    EXPECT_TRUE(contains(not_a_duration, "admin.jwt_max_lifetime = \"forever\" (from OUTBOX_ADMIN_JWT_MAX_LIFETIME)"))
+        << not_a_duration;
+}
+
+TEST(Config, AnRs256PublicKeyWithoutAnAudienceIsAnError) {
+    const std::string message = error_of("admin:\n  jwt_public_key_file: /etc/outboxd/idp.pem\n");
+    EXPECT_TRUE(contains(message, "admin.jwt_audience is required when admin.jwt_public_key_file is set "
+                                  "(from outboxd.yaml:2)"))
+        << message;
+    const std::string from_env = error_of("", env_of({{"OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE", "/etc/outboxd/idp.pem"}}));
+    EXPECT_TRUE(contains(from_env, "(from OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE)")) << from_env;
+
+    const Config c = parse_config("admin:\n  jwt_public_key_file: /etc/outboxd/idp.pem\n  jwt_audience: outboxd\n",
+                                  "x.yaml", kNoEnv);
+    EXPECT_EQ(c.admin.jwt_audience, "outboxd");
+}
+
 TEST(Config, SecretsInsideHandlerConfigAreRejectedAtAnyDepth) {
     const std::vector<std::pair<std::string, std::string>> cases{
         {"handlers:\n  h:\n    config:\n      api_key: sk-live-123\n",
@@ -605,6 +645,7 @@ TEST(Config, TheDocumentedExampleFileParsesToTheDefaults) {
     EXPECT_EQ(c.admin.jwt_public_key_file, defaults.admin.jwt_public_key_file);
     EXPECT_EQ(c.admin.jwt_issuer, defaults.admin.jwt_issuer);
     EXPECT_EQ(c.admin.jwt_audience, defaults.admin.jwt_audience);
+    EXPECT_EQ(c.admin.jwt_max_lifetime, defaults.admin.jwt_max_lifetime);
     EXPECT_EQ(c.log.level, defaults.log.level);
     EXPECT_EQ(c.log.format, defaults.log.format);
 
@@ -620,6 +661,16 @@ TEST(Config, TheDocumentedExampleFileParsesToTheDefaults) {
     EXPECT_EQ(forwarding.timeout, 60s);
     EXPECT_EQ(nlohmann::json::parse(forwarding.config_json),
               nlohmann::json::parse(R"({"base_url": "http://127.0.0.1:8082", "timeout": "5s"})"));
+}
+
+TEST(Config, RemovingTheSecretFromTheEnvironmentLeavesNoTraceOfIt) {
+    ::setenv("OUTBOX_ADMIN_JWT_SECRET", "unit-test-secret-0123456789abcdef", 1);
+    char* const value = std::getenv("OUTBOX_ADMIN_JWT_SECRET");
+    ASSERT_NE(value, nullptr);
+    outbox::config::remove_secret_from_environment();
+    EXPECT_EQ(std::getenv("OUTBOX_ADMIN_JWT_SECRET"), nullptr);
+    EXPECT_EQ(outbox::config::process_environment()("OUTBOX_ADMIN_JWT_SECRET"), std::nullopt);
+    outbox::config::remove_secret_from_environment();  // unset already: nothing to do
 }
 
 TEST(Config, ProcessEnvironmentReadsTheRealEnvironment) {

@@ -106,6 +106,7 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
     o.jwt.hs256_secret = config.admin.jwt_secret;
     o.jwt.issuer = config.admin.jwt_issuer;
     o.jwt.audience = config.admin.jwt_audience;
+    o.jwt.max_lifetime = config.admin.jwt_max_lifetime;
     if (!config.admin.jwt_public_key_file.empty()) {
         const std::string& path = config.admin.jwt_public_key_file;
         std::ifstream file(path, std::ios::binary);

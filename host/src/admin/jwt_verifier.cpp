@@ -103,6 +103,14 @@ std::variant<Principal, AuthFailure> JwtVerifier::verify(std::string_view token_
     const auto exp = numeric_claim(claims, "exp");
     if (!exp) return AuthFailure{"the token has no expiry (exp)"};
     if (now_s > *exp + leeway) return AuthFailure{"the token has expired"};
+    const auto iat = numeric_claim(claims, "iat");
+    if (!iat) return AuthFailure{"the token has no issue time (iat)"};
+    // Without this a token "issued" next year would outlive the lifetime limit.
+    if (*iat > now_s + leeway) return AuthFailure{"the token's issue time (iat) is in the future"};
+    const double max_lifetime = std::chrono::duration<double>(options_.max_lifetime).count();
+    if (*exp - *iat > max_lifetime) {
+        return AuthFailure{"the token's lifetime (exp - iat) is longer than this host accepts (admin.jwt_max_lifetime)"};
+    }
     if (claims.contains("nbf")) {
         const auto nbf = numeric_claim(claims, "nbf");
         if (!nbf) return AuthFailure{"the token's nbf is malformed"};

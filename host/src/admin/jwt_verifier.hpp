@@ -25,14 +25,17 @@ struct JwtOptions {
     std::string rs256_public_key_pem;  // contents of admin.jwt_public_key_file
     std::string issuer;                // empty: `iss` not checked
     std::string audience;              // empty: `aud` not checked
-    std::chrono::seconds leeway{30};   // clock skew tolerated on exp and nbf
+    std::chrono::seconds leeway{30};   // clock skew tolerated on exp, nbf and iat
+    std::chrono::milliseconds max_lifetime{std::chrono::hours{1}};  // admin.jwt_max_lifetime: longest exp - iat
 };
 
 /// Verifies admin bearer tokens with libjwt: HS256 against the shared secret and/or RS256
 /// against the public key, whichever is configured. The algorithm is pinned to the
 /// configured key type, so an `alg: none` token or an HS256 token "signed" with the RSA
-/// public key is refused. Requires `exp`; checks `nbf`, `iss` and `aud` when present or
-/// configured; requires string claims `sub`, `role` and `company_id`. Thread-safe (const).
+/// public key is refused. Requires `exp` and `iat`, refuses a token issued in the future or
+/// whose `exp - iat` exceeds max_lifetime (a stolen token stays useful for that long at
+/// most); checks `nbf`, `iss` and `aud` when present or configured; requires string claims
+/// `sub`, `role` and `company_id`. Thread-safe (const).
 class JwtVerifier {
 public:
     explicit JwtVerifier(JwtOptions options);

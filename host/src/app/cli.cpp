@@ -58,6 +58,9 @@ int run_cli(int argc, char** argv) {
         std::cerr << "outboxd: config error: " << e.what() << "\n";
         return 2;
     }
+    // The secret now lives in `config` only; every command after this point may load
+    // plugins (run, plugins check), which run in-process.
+    config::remove_secret_from_environment();
     log::init(config.log.level, config.log.format);
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 

@@ -201,6 +201,8 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.admin.jwt_issuer = v.raw.text; }},
     Setting{"admin.jwt_audience", "OUTBOX_ADMIN_JWT_AUDIENCE",
             [](Config& c, const Value& v) { c.admin.jwt_audience = v.raw.text; }},
+    Setting{"admin.jwt_max_lifetime", "OUTBOX_ADMIN_JWT_MAX_LIFETIME",
+            [](Config& c, const Value& v) { c.admin.jwt_max_lifetime = to_duration(v, 1s, 24h); }},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
@@ -212,6 +214,7 @@ const std::array kSettings{
 };
 
 constexpr std::string_view kSecretEnv = "OUTBOX_ADMIN_JWT_SECRET";
+constexpr std::size_t kMinSecretBytes = 32;  // HS256 keys shorter than its 256-bit output are guessable offline
 constexpr std::array<std::string_view, 6> kSections{"database", "outbox", "plugins", "admin", "log", "handlers"};
 constexpr std::array<std::string_view, 4> kHandlerKeys{"max_concurrency", "rate_limit_per_second", "timeout", "config"};
 
@@ -460,6 +463,25 @@ void read_file(const FileReader& file, const YAML::Node& root, std::map<std::str
         });
 }
 
+// A token policy that cannot be configured weak. Neither message quotes the secret.
+void check_admin_keys(const Config& config, const std::map<std::string, Raw, std::less<>>& raw) {
+    const std::size_t secret_bytes = config.admin.jwt_secret.size();
+    if (secret_bytes > 0 && secret_bytes < kMinSecretBytes) {
+        throw ConfigError(std::string(kSecretEnv) + " is shorter than " + std::to_string(kMinSecretBytes) +
+                          " bytes; an HS256 secret that short can be guessed from any one token: use at least " +
+                          std::to_string(kMinSecretBytes) + " random bytes (e.g. openssl rand -base64 48)");
+    }
+    // An RS256 key usually belongs to an identity provider that also signs tokens for other
+    // applications; only the audience tells this API's tokens apart.
+    if (!config.admin.jwt_public_key_file.empty() && config.admin.jwt_audience.empty()) {
+        const auto key = raw.find("admin.jwt_public_key_file");
+        throw ConfigError("admin.jwt_audience is required when admin.jwt_public_key_file is set (from " +
+                          (key != raw.end() ? key->second.origin : std::string("default")) +
+                          "): tokens from an identity provider shared with other applications must name this API "
+                          "in aud; set admin.jwt_audience or OUTBOX_ADMIN_JWT_AUDIENCE");
+    }
+}
+
 }  // namespace
 
 ConfigError::ConfigError(const std::string& message) : std::runtime_error(one_line(message)) {}
@@ -476,6 +498,12 @@ EnvLookup process_environment() {
         const char* value = std::getenv(name.c_str());
         return value == nullptr ? std::nullopt : std::optional<std::string>(value);
     };
+}
+
+void remove_secret_from_environment() noexcept {
+    const std::string name(kSecretEnv);
+    if (char* value = std::getenv(name.c_str())) std::memset(value, 0, std::strlen(value));
+    ::unsetenv(name.c_str());
 }
 
 Config parse_config(const std::string& yaml_text, const std::string& source, const EnvLookup& env) {
@@ -497,6 +525,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
         }
     }
     if (auto secret = env(std::string(kSecretEnv))) config.admin.jwt_secret = std::move(*secret);
+    check_admin_keys(config, raw);
 
     if (config.outbox.max_backoff < config.outbox.initial_backoff) {
         auto given = [&](std::string_view key, milliseconds value) {

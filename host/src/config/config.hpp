@@ -64,7 +64,8 @@ struct Config {
         std::string jwt_secret;                 // OUTBOX_ADMIN_JWT_SECRET only, never from YAML
         std::string jwt_public_key_file;        // RS256 public key (PEM)
         std::string jwt_issuer;
-        std::string jwt_audience;
+        std::string jwt_audience;               // required with jwt_public_key_file
+        milliseconds jwt_max_lifetime{std::chrono::hours{1}};  // longest exp - iat accepted
     } admin;
     struct Log {
         std::string level = "info";
@@ -79,6 +80,12 @@ struct Config {
 /// Looks up an environment variable; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup process_environment();
+
+/// Removes OUTBOX_ADMIN_JWT_SECRET from the process environment, overwriting its value
+/// first so that /proc/self/environ no longer shows it either. Plugins run in-process and
+/// could otherwise read it, or pass it to a process they start. Call once the config is
+/// loaded, before any thread or plugin starts; nothing reads the variable afterwards.
+void remove_secret_from_environment() noexcept;
 
 /// Parses YAML text (may be empty) and applies OUTBOX_* overrides from `env`. Unknown
 /// keys, wrong types, out-of-range values and secrets written into the file are errors.

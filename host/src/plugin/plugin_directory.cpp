@@ -2,22 +2,45 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <set>
+#include <string_view>
 #include <system_error>
+#include <utility>
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace outbox::plugin {
 namespace fs = std::filesystem;
+namespace {
 
-std::optional<std::string> trust_problem(const fs::path& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-        if (errno == ENOENT) return path.string() + " does not exist";
-        return path.string() + " cannot be read (" + std::strerror(errno) + ")";
+/// Closes a file descriptor on scope exit.
+class Fd {
+public:
+    explicit Fd(int fd) noexcept : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0) ::close(fd_);
     }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    [[nodiscard]] int get() const noexcept { return fd_; }
+
+private:
+    int fd_;
+};
+
+constexpr std::string_view kSymlinkRefused =
+    "is a symbolic link, and symbolic links are refused; copy the file into the plugin directory under a "
+    "temporary name and rename it into place";
+
+std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
+
+/// Why `st` (the plugin directory or a plugin file, as fstat saw the open descriptor) must
+/// not be trusted: a plugin runs with the host's database credentials, so only root or the
+/// user the host runs as may own it, and neither group nor others may write to it.
+std::optional<std::string> trust_problem(const fs::path& path, const struct stat& st) {
     if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
         return path.string() + " is owned by uid " + std::to_string(st.st_uid) +
                ", neither root nor the user outboxd runs as; a plugin runs with the host's database credentials";
@@ -29,20 +52,122 @@ std::optional<std::string> trust_problem(const fs::path& path) {
     return std::nullopt;
 }
 
+/// Why `parent`, a directory above the plugin directory, must not be trusted: whoever may
+/// rename its entries can swap the plugin directory itself. A sticky directory (/tmp)
+/// only lets an entry's owner rename it, so it may be writable by others.
+std::optional<std::string> parent_problem(const fs::path& dir, const fs::path& parent, const struct stat& st) {
+    const std::string prefix = dir.string() + " is not trusted: its parent directory " + parent.string();
+    if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+        return prefix + " is owned by uid " + std::to_string(st.st_uid) + ", neither root nor the user outboxd runs as";
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+        return prefix + " is writable by " + ((st.st_mode & S_IWOTH) != 0 ? "others" : "its group") +
+               "; make it writable by its owner only (chmod go-w) or set its sticky bit";
+    }
+    return std::nullopt;
+}
+
+/// Checks every directory above the open plugin directory `dir_fd` up to /: the physical
+/// parents, reached through ".." from the descriptor itself, and the directories named on
+/// the configured path, which also hold any symbolic link the path goes through.
+std::optional<std::string> parents_problem(const fs::path& dir, int dir_fd) {
+    std::error_code ec;
+    fs::path lexical = fs::absolute(dir, ec).lexically_normal();
+    if (ec) return dir.string() + " cannot be checked (" + ec.message() + ")";
+    if (!lexical.has_filename()) lexical = lexical.parent_path();  // a trailing slash
+    std::set<std::pair<dev_t, ino_t>> checked;
+
+    // Named after the canonical path; the descriptor walk is what is judged.
+    fs::path name = fs::canonical(dir, ec);
+    if (ec) name = lexical;
+    struct stat current {};
+    if (::fstat(dir_fd, &current) != 0) return dir.string() + " cannot be checked (" + errno_text(errno) + ")";
+    int current_fd = dir_fd;
+    std::optional<Fd> held;
+    for (;;) {
+        // O_PATH: a parent the host may search but not read (0711) can still be judged.
+        Fd parent(::openat(current_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        struct stat st {};
+        if (parent.get() < 0 || ::fstat(parent.get(), &st) != 0) {
+            const int error = errno;
+            return dir.string() + " cannot be checked: the parent of " + name.string() + " cannot be opened (" +
+                   errno_text(error) + ")";
+        }
+        if (st.st_dev == current.st_dev && st.st_ino == current.st_ino) break;  // the root
+        name = name.has_relative_path() ? name.parent_path() : name;
+        if (auto problem = parent_problem(dir, name, st)) return problem;
+        checked.emplace(st.st_dev, st.st_ino);
+        current = st;
+        current_fd = ::dup(parent.get());
+        if (current_fd < 0) return dir.string() + " cannot be checked (" + errno_text(errno) + ")";
+        held.emplace(current_fd);
+    }
+
+    for (fs::path parent = lexical.parent_path();; parent = parent.parent_path()) {
+        struct stat st {};
+        if (::stat(parent.c_str(), &st) != 0) {
+            const int error = errno;
+            return dir.string() + " cannot be checked: its parent directory " + parent.string() + " cannot be read (" +
+                   errno_text(error) + ")";
+        }
+        if (checked.emplace(st.st_dev, st.st_ino).second) {
+            if (auto problem = parent_problem(dir, parent, st)) return problem;
+        }
+        if (!parent.has_relative_path()) break;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 PluginDirectory::PluginDirectory(fs::path dir, fs::path private_dir, HandlerConfigs configs)
     : dir_(std::move(dir)), configs_(std::move(configs)), loader_(std::move(private_dir)) {}
 
-DirectoryChange PluginDirectory::rescan() {
-    DirectoryChange change;
-    std::optional<std::string> directory_problem = trust_problem(dir_);
-    std::vector<fs::path> entries;
-    if (!directory_problem) {
+std::optional<std::string> PluginDirectory::open_directory(int& dir_fd, std::vector<std::string>& names) const {
+    // O_NOFOLLOW: a symbolic link here would let whoever owns the link choose the directory.
+    dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0) {
+        const int error = errno;
+        if (error == ENOENT) return dir_.string() + " does not exist";
+        struct stat link {};
+        // With O_DIRECTORY a link is reported as ENOTDIR rather than ELOOP.
+        if ((error == ELOOP || error == ENOTDIR) && ::lstat(dir_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+            return dir_.string() + " is a symbolic link; set plugins.dir to the directory it points to";
+        }
         // A directory that cannot be listed (no read permission, not a directory) would
         // otherwise look empty and unload nothing without a word.
-        std::error_code ec;
-        for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
-        if (ec) directory_problem = dir_.string() + " cannot be listed (" + ec.message() + ")";
+        return dir_.string() + " cannot be listed (" + errno_text(error) + ")";
     }
+    struct stat st {};
+    if (::fstat(dir_fd, &st) != 0) return dir_.string() + " cannot be listed (" + errno_text(errno) + ")";
+    if (auto problem = trust_problem(dir_, st)) return problem;
+    if (auto problem = parents_problem(dir_, dir_fd)) return problem;
+
+    const int listing_fd = ::dup(dir_fd);
+    DIR* listing = listing_fd < 0 ? nullptr : ::fdopendir(listing_fd);
+    if (listing == nullptr) {
+        const int error = errno;
+        if (listing_fd >= 0) ::close(listing_fd);
+        return dir_.string() + " cannot be listed (" + errno_text(error) + ")";
+    }
+    errno = 0;
+    while (const dirent* entry = ::readdir(listing)) {
+        const std::string name = entry->d_name;
+        if (name != "." && name != "..") names.push_back(name);
+        errno = 0;
+    }
+    const int error = errno;
+    ::closedir(listing);
+    if (error != 0) return dir_.string() + " cannot be listed (" + errno_text(error) + ")";
+    return std::nullopt;
+}
+
+DirectoryChange PluginDirectory::rescan() {
+    DirectoryChange change;
+    int raw_fd = -1;
+    std::vector<std::string> entries;
+    std::optional<std::string> directory_problem = open_directory(raw_fd, entries);
+    const Fd dir_fd(raw_fd);
     if (directory_problem) {
         // Report a directory problem once, not on every rescan; what is loaded stays.
         if (directory_problem != last_directory_problem_) change.rejected.push_back({dir_, *directory_problem});
@@ -53,20 +178,23 @@ DirectoryChange PluginDirectory::rescan() {
 
     std::map<fs::path, Version> present;
     std::map<fs::path, std::string> unusable;
-    for (const fs::path& path : entries) {
-        if (path.extension() != ".so") continue;
+    for (const std::string& entry : entries) {
+        const fs::path name(entry);
+        if (name.extension() != ".so") continue;
         struct stat st {};
-        if (::stat(path.c_str(), &st) != 0) {
-            unusable[path.filename()] = "cannot be read (a dangling symbolic link?)";
+        if (::fstatat(dir_fd.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno != ENOENT) unusable[name] = "cannot be read (" + errno_text(errno) + ")";
+            continue;  // ENOENT: removed since the listing
+        }
+        if (S_ISLNK(st.st_mode)) {
+            unusable[name] = kSymlinkRefused;
             continue;
         }
         if (!S_ISREG(st.st_mode)) {
-            unusable[path.filename()] = "is not a regular file";
+            unusable[name] = "is not a regular file";
             continue;
         }
-        present[path.filename()] =
-            Version{st.st_ino, static_cast<std::uintmax_t>(st.st_size),
-                    static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec};
+        present[name] = version_of(st);
     }
 
     // Entries named *.so that are not files: reported once each, until they change.
@@ -78,9 +206,10 @@ DirectoryChange PluginDirectory::rescan() {
     }
     unusable_ = std::move(unusable);
 
-    // Files that are gone: their handlers stop being routed to.
+    // Files that are gone: their handlers stop being routed to. A name that is now a
+    // symbolic link or other refused entry is a bad new version: the loaded one keeps serving.
     for (auto it = files_.begin(); it != files_.end();) {
-        if (present.contains(it->first)) {
+        if (present.contains(it->first) || unusable_.contains(it->first)) {
             ++it;
             continue;
         }
@@ -103,10 +232,29 @@ DirectoryChange PluginDirectory::rescan() {
         if (known != files_.end() && known->second.version == version) continue;
         const fs::path file = dir_ / name;
         Entry next{version, std::nullopt};
-        if (auto problem = trust_problem(file)) {
+        // Owner and mode are judged on the descriptor that is then copied and loaded, so a
+        // file renamed over the name after the check is never the one loaded.
+        const Fd fd(::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+        const int open_error = errno;
+        if (fd.get() < 0 && open_error == ENOENT) continue;  // removed since the listing: seen next rescan
+        struct stat st {};
+        std::optional<std::string> problem;
+        if (fd.get() < 0) {
+            problem = name.string() + ": " + (open_error == ELOOP ? std::string(kSymlinkRefused)
+                                                                  : "cannot be opened (" + errno_text(open_error) + ")");
+        } else if (::fstat(fd.get(), &st) != 0) {
+            problem = name.string() + ": cannot be read (" + errno_text(errno) + ")";
+        } else if (!S_ISREG(st.st_mode)) {
+            problem = name.string() + ": is not a regular file";
+        } else {
+            // What was opened is the version being judged, even if the name changed since.
+            next.version = version_of(st);
+            problem = trust_problem(file, st);
+        }
+        if (problem) {
             change.rejected.push_back({file, *problem});
         } else {
-            LoadResult result = loader_.load_file(file, configs_);
+            LoadResult result = loader_.load_open_file(file, fd.get(), configs_);
             if (auto* rejected = std::get_if<RejectedPlugin>(&result)) {
                 change.rejected.push_back(std::move(*rejected));
             } else {
@@ -134,7 +282,7 @@ DirectoryChange PluginDirectory::rescan() {
         if (!next.plugin) {
             // A bad new version: the running one keeps serving; remember the bad version
             // so it is reported once, not on every rescan.
-            entry.version = version;
+            entry.version = next.version;
             continue;
         }
         if (entry.plugin) {
@@ -150,6 +298,8 @@ DirectoryChange PluginDirectory::rescan() {
         }
         entry = std::move(next);
     }
+    std::stable_sort(change.rejected.begin(), change.rejected.end(),
+                     [](const RejectedPlugin& a, const RejectedPlugin& b) { return a.file < b.file; });
     return change;
 }
 

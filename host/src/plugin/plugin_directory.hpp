@@ -6,14 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "plugin/plugin_loader.hpp"
 
 namespace outbox::plugin {
-
-/// Why `path` (the plugin directory or a plugin file) must not be trusted, or nullopt when
-/// it may be: a plugin runs with the host's database credentials, so only root or the user
-/// the host runs as may own it, and neither group nor others may write to it.
-std::optional<std::string> trust_problem(const std::filesystem::path& path);
 
 /// What one rescan changed.
 struct DirectoryChange {
@@ -31,6 +28,15 @@ struct DirectoryChange {
 /// write the file elsewhere in the same file system, then rename it into place — is seen
 /// as one new version. A file that fails to load, or that brings a handler_name another
 /// present file already provides, is rejected and the version already serving stays.
+///
+/// Trust: a plugin runs with the host's database credentials. The directory is opened
+/// without following a symbolic link, and it and every directory above it up to / must be
+/// owned by root or the user the host runs as and not writable by group or others (a
+/// sticky parent such as /tmp may be); otherwise the whole directory is one rejection.
+/// Each file is opened relative to that descriptor without following a symbolic link
+/// (symbolic links are refused: deploy by rename), and owner and mode are checked with
+/// fstat on the very descriptor the loader then copies from, so a file renamed over the
+/// name between check and load is never the one loaded.
 ///
 /// Plugins that were replaced or removed are retired, not unloaded: events already claimed
 /// finish with the old handler, and the code stays mapped until the process exits, so
@@ -54,10 +60,18 @@ private:
         long long mtime_ns = 0;
         bool operator==(const Version&) const = default;
     };
+    static Version version_of(const struct stat& st) noexcept {
+        return Version{st.st_ino, static_cast<std::uintmax_t>(st.st_size),
+                       static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec};
+    }
     struct Entry {
         Version version;
         std::optional<LoadedPlugin> plugin;  // empty when this version was rejected
     };
+
+    /// Opens dir_ into `dir_fd` after the trust checks and lists it into `names`; the
+    /// problem, when there is one, is the directory's single rejection.
+    std::optional<std::string> open_directory(int& dir_fd, std::vector<std::string>& names) const;
 
     std::filesystem::path dir_;
     HandlerConfigs configs_;

@@ -101,16 +101,14 @@ bool valid_event_type(std::string_view type) {
 
 std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
 
-/// Copies `from` into a new file in `dir` named "<n>-<filename>", taking the next n when a
-/// name is taken (another loader may share the directory). Reads through a descriptor
-/// checked to be a regular file, so a file swapped for a FIFO or device after the caller's
-/// check cannot block or confuse the copy. Sets `to` once the copy file exists.
-std::optional<std::string> copy_to_private_dir(const fs::path& from, const fs::path& dir, unsigned long long& counter,
-                                               fs::path& to) {
-    Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (in.fd < 0) return "cannot open it: " + errno_text(errno);
+/// Copies the open file `in` (read from offset 0, so the caller's descriptor is the only
+/// source) into a new file in `dir` named "<n>-<filename>", taking the next n when a name
+/// is taken (another loader may share the directory). Refuses anything but a regular file,
+/// so a FIFO or device cannot block or confuse the copy. Sets `to` once the copy exists.
+std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, const fs::path& dir,
+                                               unsigned long long& counter, fs::path& to) {
     struct stat info {};
-    if (::fstat(in.fd, &info) != 0) return "cannot stat it: " + errno_text(errno);
+    if (::fstat(in, &info) != 0) return "cannot stat it: " + errno_text(errno);
     if (!S_ISREG(info.st_mode)) return std::string("not a regular file");
 
     Fd out(-1);
@@ -124,11 +122,12 @@ std::optional<std::string> copy_to_private_dir(const fs::path& from, const fs::p
         }
     }
     std::vector<char> buffer(std::size_t{1} << 16);
-    for (;;) {
-        const ssize_t got = ::read(in.fd, buffer.data(), buffer.size());
+    for (off_t offset = 0;;) {
+        const ssize_t got = ::pread(in, buffer.data(), buffer.size(), offset);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) return "cannot read it: " + errno_text(errno);
         if (got == 0) break;
+        offset += got;
         for (ssize_t done = 0; done < got;) {
             const ssize_t put = ::write(out.fd, buffer.data() + done, static_cast<std::size_t>(got - done));
             if (put < 0 && errno == EINTR) continue;
@@ -262,12 +261,17 @@ RejectedPlugin reject(const fs::path& file, const std::string& why) {
 
 PluginLoader::PluginLoader(std::filesystem::path private_dir) : private_dir_(std::move(private_dir)) {}
 
-LoadResult PluginLoader::load_file(const std::filesystem::path& file, const HandlerConfigs& configs) try {
-    std::error_code ec;
-    const fs::file_status status = fs::status(file, ec);
-    if (ec || !fs::exists(status)) return reject(file, "no such file");
-    if (!fs::is_regular_file(status)) return reject(file, "not a regular file");
+LoadResult PluginLoader::load_file(const std::filesystem::path& file, const HandlerConfigs& configs) {
+    Fd in(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (in.fd < 0) {
+        if (errno == ENOENT) return reject(file, "no such file");
+        return reject(file, "cannot open it: " + errno_text(errno));
+    }
+    return load_open_file(file, in.fd, configs);
+}
 
+LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int fd, const HandlerConfigs& configs) try {
+    std::error_code ec;
     const fs::path private_dir = fs::absolute(private_dir_, ec);
     if (ec) return reject(file, "cannot resolve the private copy directory: " + ec.message());
     fs::create_directories(private_dir, ec);
@@ -278,7 +282,7 @@ LoadResult PluginLoader::load_file(const std::filesystem::path& file, const Hand
     // Load a private copy: a file replaced or rewritten in place in the plugin directory
     // then cannot change code that is already mapped.
     RemoveOnExit copy;
-    if (auto bad = copy_to_private_dir(file, private_dir, copies_, copy.path)) return reject(file, *bad);
+    if (auto bad = copy_to_private_dir(fd, file, private_dir, copies_, copy.path)) return reject(file, *bad);
 
     // Declared before every plugin object so it is destroyed after them.
     boost::dll::shared_library library;

@@ -35,14 +35,22 @@ using HandlerConfigs = std::map<std::string, std::string>;
 
 /// Loads plugin files with Boost.DLL. Never throws for a bad file: every problem becomes a
 /// RejectedPlugin. Each file is first copied into `private_dir` and loaded from the copy
-/// (rtld_now), so a file overwritten in place cannot crash the host.
+/// (rtld_now), so a file overwritten in place cannot crash the host. The loader judges
+/// only what a file is; whether its owner and mode may be trusted is PluginDirectory's
+/// decision, made on the descriptor it then hands to load_open_file().
 class PluginLoader {
 public:
     explicit PluginLoader(std::filesystem::path private_dir);
 
     /// Reads the manifest, checks the ABI, resolves the factory and constructs the handler
     /// with its config section (chosen by handler_name; "{}" when there is none).
+    /// Opens `file` (following symbolic links) and loads it as load_open_file() does.
     LoadResult load_file(const std::filesystem::path& file, const HandlerConfigs& configs);
+
+    /// Loads the file open on `fd` (borrowed, read from offset 0; never re-opened by path),
+    /// so the bytes loaded are those of the file the caller checked. `file` names it in
+    /// results and messages.
+    LoadResult load_open_file(const std::filesystem::path& file, int fd, const HandlerConfigs& configs);
 
 private:
     std::filesystem::path private_dir_;
