@@ -155,12 +155,18 @@ int count_lines(const std::string& text, const std::string& needle) {
     return n;
 }
 
-OwnCluster::OwnCluster() {
+OwnCluster::OwnCluster(bool start_now) {
     char templ[] = "/tmp/outbox-fault-pg.XXXXXX";
     if (::mkdtemp(templ) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = templ;
-    const std::string port = last_line(shell(pg_script() + " free-port"));
-    url_ = last_line(shell(pg_script() + " start " + dir_ + " " + port));
+    port_ = std::stoi(last_line(shell(pg_script() + " free-port")));
+    url_ = "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";  // what pg.sh start prints
+    if (start_now) start();
+}
+
+void OwnCluster::start() {
+    url_ = last_line(shell(pg_script() + " start " + dir_ + " " + std::to_string(port_)));
+    started_ = true;
     {
         pqxx::connection conn(url_);
         db::Migrator{}.migrate(conn);
@@ -169,6 +175,11 @@ OwnCluster::OwnCluster() {
 }
 
 OwnCluster::~OwnCluster() {
+    if (!started_) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+        return;
+    }
     try {
         shell(pg_script() + " stop " + dir_);
     } catch (const std::exception& e) {

@@ -74,7 +74,10 @@ int count_lines(const std::string& text, const std::string& needle);
 /// scripts/pg.sh), migrated, with the scripted fixture's effect table.
 class OwnCluster {
 public:
-    OwnCluster();
+    /// With `start_now` false the cluster's directory and port are chosen (url() is final)
+    /// but the server starts only at start(): hosts can be started before their database.
+    explicit OwnCluster(bool start_now = true);
+    void start();
     ~OwnCluster();
     OwnCluster(const OwnCluster&) = delete;
     OwnCluster& operator=(const OwnCluster&) = delete;
@@ -83,9 +86,13 @@ public:
     /// pg_ctl restart -m `mode` (fast or immediate), waiting until it accepts connections.
     void restart(const std::string& mode) const;
 
+    [[nodiscard]] int port() const noexcept { return port_; }
+
 private:
     std::string dir_;
+    int port_ = 0;
     std::string url_;
+    bool started_ = false;
 };
 
 }  // namespace outbox::test::fault

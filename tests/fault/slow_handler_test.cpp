@@ -37,7 +37,10 @@ TEST(SlowHandler, HeartbeatKeepsALeaseThreeTimesShorterThanTheHandlerAndNoSecond
     EXPECT_EQ(count(url, "SELECT count(*) FROM event_publication WHERE attempt_count <> 1"), 0)
         << "no event was taken over: " << status_summary(url);
     for (const char* name : {"first", "second"}) {
-        EXPECT_EQ(count_lines(fleet.log(name), "lease"), 0) << "no lease lost or rescued\n" << fleet.log(name);
+        const std::string log = fleet.log(name);
+        ASSERT_EQ(count_lines(log, "started as"), 1) << "the log is read from the right file\n" << log;
+        ASSERT_EQ(count_lines(log, "outboxd stopped"), 1) << log;
+        EXPECT_EQ(count_lines(log, "lease"), 0) << "no lease lost or rescued\n" << log;
     }
 }
 
