@@ -32,7 +32,7 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
 Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics)
     : options_(std::move(options)), handlers_(std::move(handlers)), metrics_(metrics),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
-      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_) {}
+      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_, FleetLimiter::Options{.holder = options_.host_id}) {}
 
 Runtime::~Runtime() { stop(); }
 
