@@ -56,11 +56,13 @@ void Runtime::start() {
         WakeupListener(options_.database_url, outage_, wakeup_, handlers_).run(stop);
     });
     const core::RetryPolicy policy(options_.initial_backoff, options_.max_backoff);
-    for (int i = 0; i < options_.concurrency; ++i) {
-        workers_.emplace_back([this, policy] {
+    // One worker more than outbox.concurrency: it runs suspects only, one at a time.
+    for (int i = 0; i <= options_.concurrency; ++i) {
+        const auto lane = i < options_.concurrency ? WorkQueue::Lane::Normal : WorkQueue::Lane::Suspect;
+        workers_.emplace_back([this, policy, lane] {
             Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy,
                           options_.max_attempts);
-            while (auto work = queue_.pop()) {
+            while (auto work = queue_.pop(lane)) {
                 worker.process(*work);
                 queue_.done(*work);
                 wakeup_.notify();
