@@ -209,6 +209,38 @@ TEST(FleetLimiter, HeldSlotsOutliveTheirExpiryAndAReleaseWakesAWaiterAtOnce) {
     EXPECT_LT(got_at - released_at, 2s) << "the release is announced; the waiter does not wait for its 10 s poll";
 }
 
+TEST(FleetLimiter, AHostKeepsAndRenewsItsSlotsAcrossRepeatedConnectionCuts) {
+    TestDatabase db;
+    db::OutageLog outage;
+    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "host-a", .renew_interval = 200ms, .slot_ttl = 1s,
+                                                      .fallback_poll = 1s});
+    const auto entry = limited_entry("w", 1);
+    auto permit = limiter.acquire(entry, give_up_after(5s));
+    ASSERT_TRUE(permit.has_value());
+    // For three slot lifetimes, cut the limiter's connections every 150 ms and try to take
+    // the slot as another host would.
+    pqxx::connection other(db.url());
+    int cuts = 0;
+    int stolen = 0;
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        pqxx::nontransaction tx(other);
+        cuts += tx.exec_params("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND application_name = $1",
+                               std::string(dispatch::FleetLimiter::kApplicationName))[0][0]
+                    .as<int>();
+        stolen += static_cast<int>(
+            tx.exec("SELECT * FROM outbox_take_handler_slot('w', 1, 'host-b', interval '1 second')").size());
+        std::this_thread::sleep_for(150ms);
+    }
+    EXPECT_GE(cuts, 5);
+    EXPECT_EQ(stolen, 0) << "a slot whose call still runs is renewed after every reconnect";
+    permit.reset();
+    EXPECT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE token IS NOT NULL") == "0"; },
+                           5s))
+        << "the release reaches the database once it answers";
+}
+
 TEST(FleetLimiter, HostsOfThePreviousReleaseAndThisOneShareTheSlots) {
     TestDatabase db;
     db::OutageLog outage;
