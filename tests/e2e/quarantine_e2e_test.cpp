@@ -72,5 +72,75 @@ TEST(Quarantine, OnlyThePoisonEventUsesUpItsAttemptsWhenItCrashesTheHost) {
     EXPECT_EQ(db.scalar("SELECT count(*) FROM scripted_effect"), "19") << "no effect committed twice";
 }
 
+TEST(Quarantine, SuspectRetriesLeaveInnocentThroughputOnTheSurvivingHostAtLeastHalf) {
+    TestDatabase db;
+    TempDir dir;
+    const fs::path plugins = dir.path() / "plugins";
+    fs::create_directory(plugins);
+    fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugins / "libscripted.so");
+    create_scripted_effect_table(db.url());
+    std::map<std::string, std::string> env{{"OUTBOX_DATABASE_URL", db.url()},
+                                           {"OUTBOX_PLUGIN_DIR", plugins.string()},
+                                           {"OUTBOX_LEASE_DURATION", "4s"},
+                                           {"OUTBOX_POLL_INTERVAL", "100ms"},
+                                           {"OUTBOX_MAX_ATTEMPTS", "5"},
+                                           {"OUTBOX_INITIAL_BACKOFF", "0s"},
+                                           {"OUTBOX_MAX_BACKOFF", "0s"},
+                                           {"OUTBOX_CONCURRENCY", "20"},
+                                           {"OUTBOX_BATCH_SIZE", "20"},
+                                           {"OUTBOX_ADMIN_LISTEN", "off"}};
+
+    // A host dies with 20 events in flight: once their leases expire they are suspects.
+    constexpr int kSuspects = 20;
+    publish_many(db.url(), "TestBatch", R"({"db": true, "sleep_ms": 500})", kSuspects);
+    {
+        ChildProcess victim({OUTBOXD_BINARY, "run"}, env, (dir.path() / "victim.log").string());
+        ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'") ==
+                                            std::to_string(kSuspects); },
+                               20s))
+            << read_file((dir.path() / "victim.log").string());
+        victim.signal(SIGKILL);
+        ASSERT_EQ(victim.wait(10s), std::optional<int>(128 + SIGKILL));
+    }
+    // Innocent work for the survivor: far more than it gets through while suspects retry.
+    publish_many(db.url(), "TestRequested", R"({"db": true, "sleep_ms": 200})", 400);
+    env["OUTBOX_CONCURRENCY"] = "4";
+    ChildProcess survivor({OUTBOXD_BINARY, "run"}, env, (dir.path() / "survivor.log").string());
+    const bool retried = wait_until(
+        [&] { return db.scalar("SELECT count(*) FROM event_publication WHERE event_type = 'TestBatch' AND status = 'COMPLETED'") ==
+                     std::to_string(kSuspects); },
+        60s);
+    survivor.signal(SIGTERM);
+    EXPECT_EQ(survivor.wait(20s), std::optional<int>(0));
+    ASSERT_TRUE(retried) << read_file((dir.path() / "survivor.log").string());
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM scripted_effect s JOIN event_publication e USING (event_id) "
+                        "WHERE e.event_type = 'TestBatch' AND s.attempt = 2"),
+              std::to_string(kSuspects))
+        << "every event of the dead host was retried as a suspect";
+
+    // Effects are recorded as each call ends. The suspects' retries (one after the other)
+    // span [first end - 0.5 s, last end]; the baseline is the survivor's innocent
+    // completions before that, less its first half second.
+    const auto seconds = [&](const std::string& sql) { return std::stod(db.scalar(sql)); };
+    const double retry_start = seconds("SELECT extract(epoch FROM min(s.at)) - 0.5 FROM scripted_effect s "
+                                       "JOIN event_publication e USING (event_id) WHERE e.event_type = 'TestBatch'");
+    const double retry_end = seconds("SELECT extract(epoch FROM max(s.at)) FROM scripted_effect s "
+                                     "JOIN event_publication e USING (event_id) WHERE e.event_type = 'TestBatch'");
+    const double baseline_start = seconds("SELECT extract(epoch FROM min(s.at)) + 0.5 FROM scripted_effect s "
+                                          "JOIN event_publication e USING (event_id) WHERE e.event_type = 'TestRequested'");
+    const auto innocent_between = [&](double from, double to) {
+        return seconds("SELECT count(*) FROM scripted_effect s JOIN event_publication e USING (event_id) "
+                       "WHERE e.event_type = 'TestRequested' AND extract(epoch FROM s.at) >= " + std::to_string(from) +
+                       " AND extract(epoch FROM s.at) < " + std::to_string(to));
+    };
+    ASSERT_GT(retry_start - baseline_start, 1.0) << "the baseline window is long enough to measure";
+    ASSERT_GT(retry_end - retry_start, 1.0);
+    const double baseline = innocent_between(baseline_start, retry_start) / (retry_start - baseline_start);
+    const double during = innocent_between(retry_start, retry_end) / (retry_end - retry_start);
+    EXPECT_GE(during, 0.5 * baseline) << "innocent completions per second: " << baseline << " before the suspects, "
+                                      << during << " while they were retried";
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED'"), "0");
+}
+
 }  // namespace
 }  // namespace outbox::test

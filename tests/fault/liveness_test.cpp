@@ -104,7 +104,9 @@ TEST(Liveness, AHostWhoseDatabaseNeverComesExitsOneWhenTheStartUpTimeoutEnds) {
         EXPECT_EQ(code, 1) << out;
         EXPECT_LT(std::chrono::steady_clock::now() - started, 15s);
         EXPECT_EQ(count_lines(out, "cannot reach the database"), 1) << out;
-        if (command == "run") EXPECT_EQ(count_lines(out, "waiting for the database"), 1) << out;
+        if (command == "run") {
+            EXPECT_EQ(count_lines(out, "waiting for the database"), 1) << out;
+        }
     }
     // 0: fail at once, without waiting.
     const auto [code, out] = run_command({OUTBOXD_BINARY, "run"},

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
 
 #include "dispatch/fleet_limiter.hpp"
 #include "support/pg_fixture.hpp"
@@ -14,6 +17,11 @@ namespace outbox::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// spdlog creates its registry on first use, inside the uninstrumented libspdlog. Several
+// limiter threads report the same cut at once; creating it here, in the main thread before
+// any host starts, lets ThreadSanitizer see it happen before their first log line.
+[[maybe_unused]] const bool kLoggerCreated = spdlog::default_logger_raw() != nullptr;
 
 std::vector<double> effect_times(const TestDatabase& db) {
     std::vector<double> times;
@@ -32,6 +40,19 @@ std::vector<std::unique_ptr<TestHost>> three_hosts(const TestDatabase& db, const
                                                    std::map<std::string, config::HandlerSettings>{{"scripted", settings}}));
     }
     return hosts;
+}
+
+// Several calls overlap when one ends (is recorded) while another, begun `call` seconds
+// before its own end, is still running.
+int worst_overlap(const std::vector<double>& ends, double call) {
+    int worst = 0;
+    for (const double t : ends) {
+        const int overlapping = static_cast<int>(std::count_if(ends.begin(), ends.end(), [&](double other) {
+            return other > t - 0.005 && other - call < t - 0.005;
+        }));
+        worst = std::max(worst, overlapping);
+    }
+    return worst;
 }
 
 TEST(FleetLimiter, StartIntervalLeavesAMarginBelowTheRate) {
@@ -85,38 +106,167 @@ TEST(FleetLimiter, ThreeHostsTogetherNeverExceedMaxConcurrency) {
                            30s));
     for (auto& host : hosts) host->stop();
     // Each call ends at its recorded time and began at least kSleep earlier.
-    const auto ends = effect_times(db);
-    int worst = 0;
-    for (const double t : ends) {
-        const int overlapping = static_cast<int>(std::count_if(ends.begin(), ends.end(), [&](double other) {
-            return other > t - 0.005 && other - kSleep < t - 0.005;
-        }));
-        worst = std::max(worst, overlapping);
-    }
+    const int worst = worst_overlap(effect_times(db), kSleep);
     EXPECT_LE(worst, 2) << "calls in flight at once across the fleet";
     EXPECT_EQ(worst, 2) << "both slots are used";
 }
 
-TEST(FleetLimiter, ConcurrencySlotsOfADeadHostAreFreedWithItsConnection) {
+TEST(FleetLimiter, ConnectionBlipsNeverLetTheFleetExceedMaxConcurrency) {
     TestDatabase db;
-    pqxx::connection holder(db.url());
-    {
-        pqxx::nontransaction tx(holder);
-        // A "host" holding both slots of handler x.
-        EXPECT_GE(tx.exec("SELECT outbox_try_acquire_call_slot(hashtext('outboxd:x'), 2, '{}')")[0][0].as<int>(), 0);
-        const int second = tx.exec("SELECT outbox_try_acquire_call_slot(hashtext('outboxd:x'), 2, "
-                                   "ARRAY(SELECT objid::int FROM pg_locks WHERE locktype = 'advisory' "
-                                   "AND pid = pg_backend_pid()))")[0][0]
-                               .as<int>();
-        EXPECT_GE(second, 0);
-    }
+    create_scripted_effect_table(db.url());
+    constexpr int kEvents = 24;
+    constexpr double kSleep = 0.3;
+    publish_many(db.url(), "TestRequested", R"({"db": true, "sleep_ms": 300})", kEvents);
+    config::HandlerSettings settings;
+    settings.max_concurrency = 2;
+    auto hosts = three_hosts(db, settings);
+    std::atomic<bool> done{false};
+    std::atomic<int> terminated{0};
+    // Cuts every limiter connection (and, for the advisory-lock design, any session that
+    // ever ran a slot statement) over and over while calls run.
+    std::thread cutter([&] {
+        pqxx::connection conn(db.url());
+        while (!done) {
+            pqxx::nontransaction tx(conn);
+            const auto rows = tx.exec_params(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND (application_name = $1 OR query LIKE '%call_slot%' OR query LIKE '%handler_slot%')",
+                std::string(dispatch::FleetLimiter::kApplicationName));
+            terminated += rows[0][0].as<int>();
+            std::this_thread::sleep_for(120ms);
+        }
+    });
+    for (auto& host : hosts) host->start();
+    const bool all_done = wait_until([&] { return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") ==
+                                                std::to_string(kEvents); },
+                                     60s);
+    done = true;
+    cutter.join();
+    for (auto& host : hosts) host->stop();
+    ASSERT_TRUE(all_done);
+    EXPECT_GE(terminated.load(), 10) << "limiter connections cut while calls ran";
+    const auto ends = effect_times(db);
+    ASSERT_EQ(ends.size(), static_cast<std::size_t>(kEvents));
+    EXPECT_LE(worst_overlap(ends, kSleep), 2) << "calls in flight at once across the fleet";
+}
+
+dispatch::HandlerEntry limited_entry(const std::string& name, int max_concurrency) {
+    dispatch::HandlerEntry entry;
+    entry.name = name;
+    entry.settings.max_concurrency = max_concurrency;
+    return entry;
+}
+
+std::function<bool()> give_up_after(std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    return [until] { return std::chrono::steady_clock::now() >= until; };
+}
+
+TEST(FleetLimiter, ConcurrencySlotsOfADeadHostAreFreedAfterTheirExpiry) {
+    TestDatabase db;
+    const auto start = std::chrono::steady_clock::now();
+    // A host that took both slots of handler x, then died: it never renews nor releases.
+    db.exec("SELECT outbox_take_handler_slot('x', 2, 'dead-host', interval '1500 milliseconds') FROM generate_series(1, 2)");
+    ASSERT_EQ(db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE holder = 'dead-host'"), "2");
+    db::OutageLog outage;
+    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "live-host", .renew_interval = 200ms, .slot_ttl = 1s,
+                                                      .fallback_poll = 300ms});
+    const auto entry = limited_entry("x", 2);
+    auto permit = limiter.acquire(entry, give_up_after(10s));
+    const auto waited = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(permit.has_value()) << "a dead host's slot is free once it expired";
+    EXPECT_GE(waited, 1400ms) << "a slot is not taken before its holder's expiry";
+    EXPECT_LT(waited, 5s);
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE holder = 'live-host'"), "1");
+}
+
+TEST(FleetLimiter, HeldSlotsOutliveTheirExpiryAndAReleaseWakesAWaiterAtOnce) {
+    TestDatabase db;
+    db::OutageLog outage;
+    dispatch::FleetLimiter holder(db.url(), outage, {.holder = "host-a", .renew_interval = 200ms, .slot_ttl = 800ms,
+                                                     .fallback_poll = 10s});
+    dispatch::FleetLimiter waiter(db.url(), outage, {.holder = "host-b", .renew_interval = 200ms, .slot_ttl = 800ms,
+                                                     .fallback_poll = 10s});
+    const auto entry = limited_entry("y", 1);
+    auto held = holder.acquire(entry, give_up_after(5s));
+    ASSERT_TRUE(held.has_value());
+    // Far past the slot's expiry: the renewer keeps it.
+    EXPECT_FALSE(waiter.acquire(entry, give_up_after(2500ms)).has_value()) << "a renewed slot stays taken";
+
+    std::atomic<bool> got{false};
+    std::atomic<int> checks{0};
+    std::chrono::steady_clock::time_point got_at{};
+    std::thread second([&] {
+        const auto give_up = give_up_after(20s);
+        auto permit = waiter.acquire(entry, [&] {
+            ++checks;
+            return give_up();
+        });
+        got_at = std::chrono::steady_clock::now();
+        got = permit.has_value();
+    });
+    // Once give_up() is asked again after the first check, the take failed and the waiter waits.
+    ASSERT_TRUE(wait_until([&] { return checks.load() >= 3; }, 5s));
+    const auto released_at = std::chrono::steady_clock::now();
+    held.reset();
+    second.join();
+    EXPECT_TRUE(got.load());
+    EXPECT_LT(got_at - released_at, 2s) << "the release is announced; the waiter does not wait for its 10 s poll";
+}
+
+TEST(FleetLimiter, AHostKeepsAndRenewsItsSlotsAcrossRepeatedConnectionCuts) {
+    TestDatabase db;
+    db::OutageLog outage;
+    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "host-a", .renew_interval = 200ms, .slot_ttl = 1s,
+                                                      .fallback_poll = 1s});
+    const auto entry = limited_entry("w", 1);
+    auto permit = limiter.acquire(entry, give_up_after(5s));
+    ASSERT_TRUE(permit.has_value());
+    // For three slot lifetimes, cut the limiter's connections every 150 ms and try to take
+    // the slot as another host would.
     pqxx::connection other(db.url());
-    pqxx::nontransaction probe(other);
-    EXPECT_EQ(probe.exec("SELECT outbox_try_acquire_call_slot(hashtext('outboxd:x'), 2, '{}')")[0][0].as<int>(), -1);
-    holder.disconnect();
-    EXPECT_TRUE(wait_until(
-        [&] { return probe.exec("SELECT outbox_try_acquire_call_slot(hashtext('outboxd:x'), 2, '{}')")[0][0].as<int>() >= 0; },
-        5s));
+    int cuts = 0;
+    int stolen = 0;
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        pqxx::nontransaction tx(other);
+        cuts += tx.exec_params("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND application_name = $1",
+                               std::string(dispatch::FleetLimiter::kApplicationName))[0][0]
+                    .as<int>();
+        stolen += static_cast<int>(
+            tx.exec("SELECT * FROM outbox_take_handler_slot('w', 1, 'host-b', interval '1 second')").size());
+        std::this_thread::sleep_for(150ms);
+    }
+    EXPECT_GE(cuts, 5);
+    EXPECT_EQ(stolen, 0) << "a slot whose call still runs is renewed after every reconnect";
+    permit.reset();
+    EXPECT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE token IS NOT NULL") == "0"; },
+                           5s))
+        << "the release reaches the database once it answers";
+}
+
+TEST(FleetLimiter, HostsOfThePreviousReleaseAndThisOneShareTheSlots) {
+    TestDatabase db;
+    db::OutageLog outage;
+    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "new-host", .renew_interval = 200ms, .slot_ttl = 5s,
+                                                      .fallback_poll = 200ms});
+    const auto entry = limited_entry("z", 2);
+    auto permit = limiter.acquire(entry, give_up_after(5s));
+    ASSERT_TRUE(permit.has_value());
+    // An old host takes the other slot as a session advisory lock (V2's function).
+    pqxx::connection old_host(db.url());
+    pqxx::nontransaction tx(old_host);
+    EXPECT_GE(tx.exec("SELECT outbox_try_acquire_call_slot(hashtext('outboxd:z'), 2, '{}')")[0][0].as<int>(), 0);
+    EXPECT_EQ(tx.exec("SELECT outbox_try_acquire_call_slot(hashtext('outboxd:z'), 2, "
+                      "ARRAY(SELECT objid::int FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()))")[0][0]
+                  .as<int>(),
+              -1)
+        << "the slot a new host holds as a row is busy for an old host";
+    EXPECT_FALSE(limiter.acquire(entry, give_up_after(600ms)).has_value()) << "the old host's advisory slot is busy";
+    old_host.disconnect();
+    EXPECT_TRUE(limiter.acquire(entry, give_up_after(5s)).has_value());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <pqxx/pqxx>
 
+#include "lease/lease_store.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/test_host.hpp"
 
@@ -247,6 +248,29 @@ TEST_F(Worker, ExpiredLeaseIsRecoveredByAnotherHost) {
     EXPECT_EQ(db_.scalar("SELECT last_error_code FROM event_publication WHERE event_id = '" + ids[1] + "'"),
               "WORKER_LOST");
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 1);
+}
+
+TEST_F(Worker, RescueBlamesTheSuspectALostHostWasRunningAndRefundsTheEventsBesideIt) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true})", 4);
+    const auto lease = [&](const std::string& id, const std::string& owner, int attempt, const char* code) {
+        db_.exec("UPDATE event_publication SET status = 'PROCESSING', attempt_count = " + std::to_string(attempt) +
+                 ", lease_owner = '" + owner + "', lease_token = gen_random_uuid(), lease_expires_at = now() - "
+                 "interval '1 second', last_error_code = " + code + " WHERE event_id = '" + id + "'");
+    };
+    lease(ids[0], "host-a", 3, "'WORKER_LOST'");  // host-a's suspect, on its last attempt
+    lease(ids[1], "host-a", 1, "NULL");           // beside it, first attempt
+    lease(ids[2], "host-a", 3, "'HTTP_503'");     // beside it, last attempt
+    lease(ids[3], "host-b", 1, "NULL");           // host-b ran no suspect
+    pqxx::connection conn(db_.url());
+    EXPECT_EQ(lease::LeaseStore(conn).rescue_expired(3, 100), 4);
+    const auto state = [&](const std::string& id) {
+        return db_.scalar("SELECT status || ' ' || last_error_code || ' ' || attempt_count FROM event_publication "
+                          "WHERE event_id = '" + id + "'");
+    };
+    EXPECT_EQ(state(ids[0]), "REVIEW_REQUIRED WORKER_LOST 3") << "the suspect pays for the crash";
+    EXPECT_EQ(state(ids[1]), "RETRY_WAIT WORKER_LOST 0") << "an event beside a suspect gets its attempt back";
+    EXPECT_EQ(state(ids[2]), "RETRY_WAIT WORKER_LOST 2") << "and becomes a suspect itself";
+    EXPECT_EQ(state(ids[3]), "RETRY_WAIT WORKER_LOST 1") << "without a suspect, every event in flight is charged";
 }
 
 TEST_F(Worker, HostThatLostItsLeaseCommitsNeitherEffectsNorStatus) {

@@ -2,17 +2,60 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
+#include <set>
 
+#include <pqxx/notification>
 #include <pqxx/pqxx>
 
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
 #include "db/pg_array.hpp"
+#include "db/db_session.hpp"
+#include "log/log.hpp"
 
 namespace outbox::dispatch {
 namespace {
-constexpr auto kRetryDelay = std::chrono::milliseconds{20};
+
+constexpr const char* kSlotFreeChannel = "outbox_handler_slot_free";
+
+constexpr const char* kSetApplicationNameSql = "SET application_name = 'outboxd fleet limiter'";
+
+// One free or expired slot, or no row (migration V6).
+constexpr const char* kTakeSlotSql =
+    "SELECT taken_slot, taken_token::text FROM outbox_take_handler_slot($1, $2, $3, $4::bigint * interval '1 millisecond')";
+
+// Renewals are fenced on the token: a slot that expired and was taken by another host is
+// not renewed, and does not come back in RETURNING.
+constexpr const char* kRenewSlotsSql = R"SQL(
+UPDATE outbox_handler_slot s
+SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
+FROM unnest($1::text[], $2::int[], $3::uuid[]) AS h(handler_name, slot, token)
+WHERE s.handler_name = h.handler_name AND s.slot = h.slot AND s.token = h.token
+RETURNING s.token::text
+)SQL";
+
+// Fenced like renewals; waiters on every host hear of the freed slot at commit.
+constexpr const char* kReleaseSlotsSql = R"SQL(
+WITH freed AS (
+    UPDATE outbox_handler_slot s
+    SET holder = NULL, token = NULL, expires_at = NULL
+    FROM unnest($1::text[], $2::int[], $3::uuid[]) AS r(handler_name, slot, token)
+    WHERE s.handler_name = r.handler_name AND s.slot = r.slot AND s.token = r.token
+    RETURNING s.handler_name
+)
+SELECT pg_notify('outbox_handler_slot_free', handler_name) FROM (SELECT DISTINCT handler_name FROM freed) f
+)SQL";
+
+constexpr const char* kReserveStartSql =
+    "SELECT (extract(epoch FROM outbox_reserve_call_slot($1, $2::bigint * interval '1 microsecond', "
+    "$3::bigint * interval '1 microsecond')) * 1000000)::bigint";
+
+// Idle connections kept for takes, releases and reservations; more are opened while many
+// workers need one at the same moment, and closed after.
+constexpr std::size_t kMaxIdleConnections = 4;
+
+// How often a wait looks at give_up(), which has no notification of its own.
+constexpr auto kGiveUpCheck = std::chrono::milliseconds{20};
 
 bool wait_or_give_up(std::chrono::microseconds delay, const std::function<bool()>& give_up) {
     const auto until = std::chrono::steady_clock::now() + delay;
@@ -23,7 +66,41 @@ bool wait_or_give_up(std::chrono::microseconds delay, const std::function<bool()
     }
     return !give_up();
 }
+
+std::unique_ptr<pqxx::connection> open_limiter_connection(const std::string& url) {
+    auto conn = db::open_connection(url);
+    pqxx::nontransaction(*conn).exec(kSetApplicationNameSql);
+    return conn;
+}
+
+struct SlotBatch {
+    std::vector<std::uint64_t> ids;
+    std::vector<std::string> handlers, slots, tokens;
+    void add(std::uint64_t id, const std::string& handler, int slot, const std::string& token) {
+        ids.push_back(id);
+        handlers.push_back(handler);
+        slots.push_back(std::to_string(slot));
+        tokens.push_back(token);
+    }
+    [[nodiscard]] bool empty() const noexcept { return ids.empty(); }
+};
+
+pqxx::result run_batch(pqxx::connection& conn, const char* sql, const SlotBatch& batch) {
+    pqxx::nontransaction tx(conn);
+    return tx.exec_params(sql, db::pg_array(batch.handlers), db::pg_array(batch.slots), db::pg_array(batch.tokens));
+}
+
 }  // namespace
+
+class FleetLimiter::Receiver final : public pqxx::notification_receiver {
+public:
+    Receiver(pqxx::connection_base& conn, FleetLimiter& owner)
+        : pqxx::notification_receiver(conn, kSlotFreeChannel), owner_(owner) {}
+    void operator()(const std::string& payload, int /*backend_pid*/) override { owner_.note_released(payload); }
+
+private:
+    FleetLimiter& owner_;
+};
 
 std::chrono::microseconds FleetLimiter::start_interval(double rate) noexcept {
     const double base = 1e6 / rate;
@@ -33,92 +110,224 @@ std::chrono::microseconds FleetLimiter::start_interval(double rate) noexcept {
 }
 
 FleetLimiter::Permit::~Permit() {
-    if (owner_ != nullptr && slot_ >= 0) owner_->release(key_, slot_, generation_);
+    if (owner_ != nullptr) owner_->release(id_);
+}
+
+FleetLimiter::FleetLimiter(std::string url, db::OutageLog& outage, Options options)
+    : url_(std::move(url)), outage_(outage), options_(std::move(options)) {}
+
+FleetLimiter::~FleetLimiter() {
+    if (renewer_.joinable()) {
+        renewer_.request_stop();
+        renewer_.join();
+    }
+    try {
+        SlotBatch batch;
+        for (const auto& [id, held] : held_) batch.add(id, held.handler, held.slot, held.token);
+        if (!batch.empty()) {
+            with_connection([&](pqxx::connection& conn) { return run_batch(conn, kReleaseSlotsSql, batch).size(); });
+        }
+    } catch (...) {
+        // They expire.
+    }
 }
 
 template <class Work>
-std::optional<typename std::invoke_result_t<Work, pqxx::connection&>> FleetLimiter::with_connection(Work&& work) {
-    std::lock_guard lock(mutex_);
-    try {
-        if (!conn_ || !conn_->is_open()) {
-            conn_ = db::open_connection(url_);
-            ++generation_;
-            held_.clear();
+auto FleetLimiter::with_connection(Work&& work) -> std::optional<decltype(work(std::declval<pqxx::connection&>()))> {
+    Conn conn;
+    {
+        std::lock_guard lock(mutex_);
+        if (!idle_.empty()) {
+            conn = std::move(idle_.back());
+            idle_.pop_back();
         }
-        auto result = work(*conn_);
-        outage_.succeeded();
-        return result;
-    } catch (...) {
-        const db::DbFailure failure = db::classify_db_error(std::current_exception());
-        outage_.failed("fleet limiter", failure);
-        conn_.reset();  // its advisory locks are gone with it
-        held_.clear();
-        return std::nullopt;
     }
+    // A connection left idle across a server restart breaks on first use: one retry on a
+    // new connection, and only its failure counts.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        const bool reused = conn.conn && conn.conn->is_open();
+        try {
+            if (!reused) conn = Conn{open_limiter_connection(url_), std::chrono::steady_clock::now()};
+            auto result = work(*conn.conn);
+            outage_.succeeded(conn.opened);
+            std::lock_guard lock(mutex_);
+            if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
+            return result;
+        } catch (...) {
+            const db::DbFailure failure = db::classify_db_error(std::current_exception());
+            conn = Conn{};
+            if (reused && failure.kind == db::DbFailureKind::ConnectionBroken) continue;
+            outage_.failed("fleet limiter", failure);
+            return std::nullopt;
+        }
+    }
+    return std::nullopt;
+}
+
+void FleetLimiter::ensure_renewer() {
+    std::lock_guard lock(mutex_);
+    if (!renewer_.joinable()) renewer_ = std::jthread([this](std::stop_token stop) { renew_loop(stop); });
 }
 
 std::optional<FleetLimiter::Permit> FleetLimiter::acquire(const HandlerEntry& entry,
                                                           const std::function<bool()>& give_up) {
-    const auto& settings = entry.settings;
-    std::optional<Permit> permit;
-    if (settings.max_concurrency) {
-        while (true) {
-            if (give_up()) return std::nullopt;
-            const auto taken = with_connection([&](pqxx::connection& conn) {
-                pqxx::work tx(conn);
-                const int key = tx.exec_params("SELECT hashtext($1)", "outboxd:" + entry.name)[0][0].as<int>();
-                std::vector<std::string> held;
-                for (const int slot : held_[key]) held.push_back(std::to_string(slot));
-                const int slot = tx.exec_params("SELECT outbox_try_acquire_call_slot($1, $2, $3::int[])", key,
-                                                *settings.max_concurrency, db::pg_array(held))[0][0]
-                                     .as<int>();
-                tx.commit();
-                if (slot >= 0) held_[key].insert(slot);
-                return std::make_tuple(key, slot, generation_);
-            });
-            if (taken && std::get<1>(*taken) >= 0) {
-                permit.emplace(this, std::get<0>(*taken), std::get<1>(*taken), std::get<2>(*taken));
-                break;
-            }
-            if (!wait_or_give_up(kRetryDelay, give_up)) return std::nullopt;
-        }
-    }
-    if (settings.rate_limit_per_second) {
-        const auto interval = start_interval(*settings.rate_limit_per_second);
-        const auto max_wait = std::max<std::chrono::microseconds>(std::chrono::seconds{1}, interval * 2);
-        while (true) {
-            if (give_up()) return std::nullopt;
-            const auto wait = with_connection([&](pqxx::connection& conn) {
-                pqxx::work tx(conn);
-                const pqxx::result row = tx.exec_params(
-                    "SELECT (extract(epoch FROM outbox_reserve_call_slot($1, $2::bigint * interval '1 microsecond', "
-                    "$3::bigint * interval '1 microsecond')) * 1000000)::bigint",
-                    entry.name, static_cast<long long>(interval.count()), static_cast<long long>(max_wait.count()));
-                tx.commit();
-                return row[0][0].is_null() ? std::optional<long long>() : std::optional<long long>(row[0][0].as<long long>());
-            });
-            if (wait && *wait) {
-                if (!wait_or_give_up(std::chrono::microseconds{**wait}, give_up)) return std::nullopt;
-                break;
-            }
-            if (!wait_or_give_up(wait ? interval : std::chrono::microseconds{kRetryDelay}, give_up)) return std::nullopt;
-        }
-    }
-    if (!permit) permit.emplace();
+    std::optional<Permit> permit = entry.settings.max_concurrency ? take_slot(entry, give_up) : std::optional<Permit>(std::in_place);
+    if (!permit) return std::nullopt;
+    // A permit given up here releases its slot on the way out.
+    if (entry.settings.rate_limit_per_second && !reserve_start(entry, give_up)) return std::nullopt;
     return permit;
 }
 
-void FleetLimiter::release(int key, int slot, std::uint64_t generation) noexcept {
-    std::lock_guard lock(mutex_);
+std::optional<FleetLimiter::Permit> FleetLimiter::take_slot(const HandlerEntry& entry,
+                                                            const std::function<bool()>& give_up) {
+    ensure_renewer();
+    const long long ttl_ms = options_.slot_ttl.count();
+    while (true) {
+        if (give_up()) return std::nullopt;
+        std::uint64_t seen = 0;
+        {
+            std::lock_guard lock(mutex_);
+            seen = releases_[entry.name];
+        }
+        const auto taken = with_connection([&](pqxx::connection& conn) {
+            pqxx::nontransaction tx(conn);
+            const pqxx::result rows =
+                tx.exec_params(kTakeSlotSql, entry.name, *entry.settings.max_concurrency, options_.holder, ttl_ms);
+            return rows.empty() ? std::optional<Held>()
+                                : std::optional<Held>(Held{entry.name, rows[0][0].as<int>(), rows[0][1].c_str(), false});
+        });
+        if (taken && *taken) {
+            std::lock_guard lock(mutex_);
+            const std::uint64_t id = next_id_++;
+            held_.emplace(id, std::move(**taken));
+            return Permit(this, id);
+        }
+        // All busy, or the database is out of reach (then no new slot may be taken at all).
+        if (!wait_for_release(entry.name, seen, options_.fallback_poll, give_up)) return std::nullopt;
+    }
+}
+
+bool FleetLimiter::reserve_start(const HandlerEntry& entry, const std::function<bool()>& give_up) {
+    const auto interval = start_interval(*entry.settings.rate_limit_per_second);
+    const auto max_wait = std::max<std::chrono::microseconds>(std::chrono::seconds{1}, interval * 2);
+    while (true) {
+        if (give_up()) return false;
+        const auto wait = with_connection([&](pqxx::connection& conn) {
+            pqxx::nontransaction tx(conn);
+            const pqxx::result row = tx.exec_params(kReserveStartSql, entry.name, static_cast<long long>(interval.count()),
+                                                    static_cast<long long>(max_wait.count()));
+            return row[0][0].is_null() ? std::optional<long long>() : std::optional<long long>(row[0][0].as<long long>());
+        });
+        if (wait && *wait) return wait_or_give_up(std::chrono::microseconds{**wait}, give_up);
+        const auto retry_in = wait ? interval : std::chrono::duration_cast<std::chrono::microseconds>(options_.fallback_poll);
+        if (!wait_or_give_up(retry_in, give_up)) return false;
+    }
+}
+
+bool FleetLimiter::wait_for_release(const std::string& handler, std::uint64_t seen, std::chrono::microseconds timeout,
+                                    const std::function<bool()>& give_up) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+        if (give_up()) return false;
+        std::unique_lock lock(mutex_);
+        if (releases_[handler] != seen) return true;
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until) return true;
+        released_cv_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(until - now, kGiveUpCheck));
+    }
+}
+
+void FleetLimiter::note_released(const std::string& handler) {
+    {
+        std::lock_guard lock(mutex_);
+        ++releases_[handler];
+    }
+    released_cv_.notify_all();
+}
+
+void FleetLimiter::release(std::uint64_t id) noexcept {
     try {
-        if (generation != generation_ || !conn_ || !conn_->is_open()) return;  // the slot died with its connection
-        held_[key].erase(slot);
-        pqxx::nontransaction tx(*conn_);
-        tx.exec_params("SELECT pg_advisory_unlock($1, $2)", key, slot);
+        SlotBatch batch;
+        {
+            std::lock_guard lock(mutex_);
+            const auto it = held_.find(id);
+            if (it == held_.end()) return;  // found lost by the renewer
+            it->second.releasing = true;
+            batch.add(id, it->second.handler, it->second.slot, it->second.token);
+        }
+        const auto freed = with_connection([&](pqxx::connection& conn) { return run_batch(conn, kReleaseSlotsSql, batch).size(); });
+        if (!freed) return;  // the renewer gives it back once the database answers again
+        {
+            std::lock_guard lock(mutex_);
+            held_.erase(id);
+        }
+        note_released(batch.handlers.front());
     } catch (...) {
-        // A broken connection released the lock server-side; the next use reconnects.
-        conn_.reset();
-        held_.clear();
+        // Out of memory: the slot stays held and expires.
+    }
+}
+
+void FleetLimiter::renew_loop(std::stop_token stop) {
+    db::ReconnectBackoff backoff;
+    const auto renew = [&](pqxx::connection& conn) {
+        SlotBatch releasing, renewing;
+        {
+            std::lock_guard lock(mutex_);
+            for (const auto& [id, held] : held_) (held.releasing ? releasing : renewing).add(id, held.handler, held.slot, held.token);
+        }
+        if (!releasing.empty()) {
+            run_batch(conn, kReleaseSlotsSql, releasing);
+            std::lock_guard lock(mutex_);
+            for (const auto id : releasing.ids) held_.erase(id);
+        }
+        if (renewing.empty()) return;
+        pqxx::nontransaction tx(conn);
+        const pqxx::result rows = tx.exec_params(kRenewSlotsSql, db::pg_array(renewing.handlers), db::pg_array(renewing.slots),
+                                                 db::pg_array(renewing.tokens), static_cast<long long>(options_.slot_ttl.count()));
+        std::set<std::string> kept;
+        for (const auto& row : rows) kept.insert(row[0].c_str());
+        std::lock_guard lock(mutex_);
+        for (std::size_t i = 0; i < renewing.ids.size(); ++i) {
+            if (kept.count(renewing.tokens[i]) != 0) continue;
+            const auto it = held_.find(renewing.ids[i]);
+            if (it == held_.end() || it->second.releasing) continue;  // its call ended meanwhile
+            // Out of reach for longer than the slot's expiry, and another host took it: the
+            // fleet may run one call too many until this one ends.
+            log::warn("fleet concurrency slot expired while its call was running", {.handler = it->second.handler, .code = "SLOT_LOST"});
+            held_.erase(it);
+        }
+    };
+    while (!stop.stop_requested()) {
+        try {
+            const auto opened = std::chrono::steady_clock::now();
+            auto conn = open_limiter_connection(url_);
+            Receiver receiver(*conn, *this);
+            conn->get_notifs();  // sends LISTEN
+            bool reconnected = true;
+            auto next_renewal = std::chrono::steady_clock::now();
+            while (!stop.stop_requested()) {
+                if (std::chrono::steady_clock::now() >= next_renewal) {
+                    renew(*conn);
+                    outage_.succeeded(opened);
+                    backoff.reset();
+                    next_renewal = std::chrono::steady_clock::now() + options_.renew_interval;
+                    if (reconnected) {
+                        // Releases announced while not listening were missed: waiters look again.
+                        reconnected = false;
+                        std::vector<std::string> handlers;
+                        {
+                            std::lock_guard lock(mutex_);
+                            for (const auto& [handler, count] : releases_) handlers.push_back(handler);
+                        }
+                        for (const auto& handler : handlers) note_released(handler);
+                    }
+                }
+                conn->await_notification(0, 200'000);
+            }
+        } catch (...) {
+            outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
+            db::sleep_for(backoff.next(), stop);
+        }
     }
 }
 

@@ -1,14 +1,18 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <stop_token>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <pqxx/connection>
 
@@ -18,25 +22,35 @@
 namespace outbox::dispatch {
 
 /// Enforces handlers.<name>.max_concurrency and rate_limit_per_second for the whole fleet,
-/// coordinated through PostgreSQL (migration V2):
-/// - concurrency: slot i is the session advisory lock (hash(name), i), held on this host's
-///   one limiter connection; a host that dies frees its slots with its connection;
-/// - rate: every call reserves the next start time in outbox_handler_throttle, spaced
-///   1/rate apart plus a small margin, so no 1-second window sees more than `rate` starts
-///   even with scheduling jitter, and calls are spread out rather than bursted.
-/// Thread-safe: workers call acquire() concurrently; the connection is used under a mutex
-/// and waits happen outside it.
+/// coordinated through PostgreSQL:
+/// - concurrency (migration V6): slot i of a handler is a row in outbox_handler_slot that a
+///   host takes with a fresh token and an expiry. A renewer thread pushes the expiry of the
+///   slots this host holds forward every `renew_interval`; a call gives its slot back when
+///   it ends. A host that loses its connection keeps its slots (its calls go on) and takes
+///   no new ones; once reconnected it renews them, fenced on their tokens. A host that dies
+///   frees its slots when they expire, at most `slot_ttl` after its last renewal. Waiting
+///   for a slot listens for releases (NOTIFY) and otherwise re-checks every `fallback_poll`.
+/// - rate (migration V2): every call reserves the next start time in outbox_handler_throttle,
+///   spaced 1/rate apart plus a small margin, so no 1-second window sees more than `rate`
+///   starts even with scheduling jitter, and calls are spread out rather than bursted.
+/// Thread-safe: workers call acquire() concurrently; no lock is held across a round trip.
 class FleetLimiter {
 public:
+    struct Options {
+        std::string holder = "outboxd";  // this host's id, stored with the slots it holds
+        std::chrono::milliseconds renew_interval{2000};
+        /// How long a slot outlives its last renewal: a connection blip shorter than
+        /// slot_ttl - renew_interval keeps every slot; a dead host's slots free after it.
+        std::chrono::milliseconds slot_ttl{10000};
+        std::chrono::milliseconds fallback_poll{1000};
+    };
+
     /// Holds a concurrency slot (if the handler has a limit) until destroyed.
     class Permit {
     public:
         Permit() = default;
-        Permit(FleetLimiter* owner, int key, int slot, std::uint64_t generation) noexcept
-            : owner_(owner), key_(key), slot_(slot), generation_(generation) {}
-        Permit(Permit&& other) noexcept
-            : owner_(std::exchange(other.owner_, nullptr)), key_(other.key_), slot_(other.slot_),
-              generation_(other.generation_) {}
+        Permit(FleetLimiter* owner, std::uint64_t id) noexcept : owner_(owner), id_(id) {}
+        Permit(Permit&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)), id_(other.id_) {}
         Permit& operator=(Permit&&) = delete;
         Permit(const Permit&) = delete;
         Permit& operator=(const Permit&) = delete;
@@ -44,12 +58,15 @@ public:
 
     private:
         FleetLimiter* owner_ = nullptr;
-        int key_ = 0;
-        int slot_ = -1;
-        std::uint64_t generation_ = 0;
+        std::uint64_t id_ = 0;
     };
 
-    FleetLimiter(std::string url, db::OutageLog& outage) : url_(std::move(url)), outage_(outage) {}
+    FleetLimiter(std::string url, db::OutageLog& outage) : FleetLimiter(std::move(url), outage, Options{}) {}
+    FleetLimiter(std::string url, db::OutageLog& outage, Options options);
+    /// Stops the renewer and gives back slots still held (best effort; they expire anyway).
+    ~FleetLimiter();
+    FleetLimiter(const FleetLimiter&) = delete;
+    FleetLimiter& operator=(const FleetLimiter&) = delete;
 
     /// Whether `settings` asks for any fleet-wide limit.
     static bool limited(const config::HandlerSettings& settings) noexcept {
@@ -62,18 +79,47 @@ public:
     /// turns true (lease lost, host stopping).
     std::optional<Permit> acquire(const HandlerEntry& entry, const std::function<bool()>& give_up);
 
+    /// The application_name of every connection the limiter opens.
+    static constexpr const char* kApplicationName = "outboxd fleet limiter";
+
 private:
     friend class Permit;
+    class Receiver;
+    struct Conn {
+        std::unique_ptr<pqxx::connection> conn;
+        std::chrono::steady_clock::time_point opened;
+    };
+    struct Held {
+        std::string handler;
+        int slot = 0;
+        std::string token;
+        bool releasing = false;  // the call ended; the release has not reached the database yet
+    };
+
     template <class Work>
-    std::optional<typename std::invoke_result_t<Work, pqxx::connection&>> with_connection(Work&& work);
-    void release(int key, int slot, std::uint64_t generation) noexcept;
+    auto with_connection(Work&& work) -> std::optional<decltype(work(std::declval<pqxx::connection&>()))>;
+    std::optional<Permit> take_slot(const HandlerEntry& entry, const std::function<bool()>& give_up);
+    bool reserve_start(const HandlerEntry& entry, const std::function<bool()>& give_up);
+    /// Waits until `handler`'s release count differs from `seen`, `timeout` passed or
+    /// `give_up()` holds; returns false when given up.
+    bool wait_for_release(const std::string& handler, std::uint64_t seen, std::chrono::microseconds timeout,
+                          const std::function<bool()>& give_up);
+    void note_released(const std::string& handler);
+    void release(std::uint64_t id) noexcept;
+    void renew_loop(std::stop_token stop);
+    void ensure_renewer();
 
     std::string url_;
     db::OutageLog& outage_;
-    std::mutex mutex_;
-    std::unique_ptr<pqxx::connection> conn_;
-    std::uint64_t generation_ = 0;          // bumped when the connection (and its slots) is lost
-    std::map<int, std::set<int>> held_;     // key -> slots held on conn_
+    Options options_;
+
+    std::mutex mutex_;  // guards everything below; never held across a round trip
+    std::condition_variable released_cv_;
+    std::vector<Conn> idle_;                          // connections for takes, releases and reservations
+    std::map<std::uint64_t, Held> held_;              // by permit id
+    std::map<std::string, std::uint64_t> releases_;   // handler -> releases seen (NOTIFY or local)
+    std::uint64_t next_id_ = 1;
+    std::jthread renewer_;
 };
 
 }  // namespace outbox::dispatch

@@ -4,8 +4,8 @@
 
 namespace outbox::dispatch {
 
-std::shared_ptr<InFlight> InFlightTable::add(lease::LeaseRef ref, std::string event_type, int attempt) {
-    auto item = std::make_shared<InFlight>(std::move(ref), std::move(event_type), attempt);
+std::shared_ptr<InFlight> InFlightTable::add(lease::LeaseRef ref, std::string event_type, int attempt, bool suspect) {
+    auto item = std::make_shared<InFlight>(std::move(ref), std::move(event_type), attempt, suspect);
     std::lock_guard lock(mutex_);
     items_[item->lease.lease_token] = item;
     return item;

@@ -14,11 +14,12 @@ namespace outbox::dispatch {
 
 /// One claimed event from claim until its outcome is persisted (or its lease is lost).
 struct InFlight {
-    InFlight(lease::LeaseRef ref, std::string type, int attempt_count)
-        : lease(std::move(ref)), event_type(std::move(type)), attempt(attempt_count) {}
+    InFlight(lease::LeaseRef ref, std::string type, int attempt_count, bool is_suspect)
+        : lease(std::move(ref)), event_type(std::move(type)), attempt(attempt_count), suspect(is_suspect) {}
     const lease::LeaseRef lease;
     const std::string event_type;
     const int attempt;
+    const bool suspect;  // runs in the suspect lane
     std::atomic<bool> lost{false};       // set by the heartbeat; read by ctx.cancelled()
     std::atomic<bool> finishing{false};  // outcome handed to the completer; the fenced write decides
 
@@ -58,7 +59,7 @@ private:
 /// their outcome is stored. Thread-safe.
 class InFlightTable {
 public:
-    std::shared_ptr<InFlight> add(lease::LeaseRef ref, std::string event_type, int attempt);
+    std::shared_ptr<InFlight> add(lease::LeaseRef ref, std::string event_type, int attempt, bool suspect = false);
     [[nodiscard]] std::vector<std::shared_ptr<InFlight>> snapshot() const;
     void remove(const lease::LeaseRef& ref);
     [[nodiscard]] std::vector<lease::LeaseRef> leases() const;

@@ -33,7 +33,7 @@ Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handl
     : options_(std::move(options)), policy_(options_.initial_backoff, options_.max_backoff),
       handlers_(std::move(handlers)), metrics_(metrics), on_exhausted_(std::move(on_exhausted)),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
-      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_) {}
+      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_, FleetLimiter::Options{.holder = options_.host_id}) {}
 
 Runtime::~Runtime() {
     if (stop()) return;
@@ -61,23 +61,25 @@ void Runtime::start() {
     listener_ = std::jthread([this](std::stop_token stop) {
         WakeupListener(options_.database_url, outage_, wakeup_, handlers_).run(stop);
     });
-    for (int i = 0; i < options_.concurrency; ++i) spawn_worker();
+    for (int i = 0; i < options_.concurrency; ++i) spawn_worker(WorkQueue::Lane::Normal);
+    // One worker more than outbox.concurrency: it runs suspects only, one at a time.
+    spawn_worker(WorkQueue::Lane::Suspect);
     deadline_watch_ = std::jthread([this](std::stop_token stop) { watch_deadlines(stop); });
     scheduler_ = std::jthread([this](std::stop_token stop) {
         Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_).run(stop);
     });
 }
 
-void Runtime::spawn_worker() {
+void Runtime::spawn_worker(WorkQueue::Lane lane) {
     auto finished = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard lock(workers_mutex_);
-    workers_.push_back({std::thread([this, finished] { work_loop(finished); }), finished});
+    workers_.push_back({std::thread([this, finished, lane] { work_loop(finished, lane); }), finished});
 }
 
-void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished) {
+void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane) {
     Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy_,
                   options_.max_attempts, options_.abandon_grace);
-    while (auto work = queue_.pop()) {
+    while (auto work = queue_.pop(lane)) {
         // Frees the queue slot however process() ends, unless the call was abandoned: then
         // the host freed it already.
         struct Slot {
@@ -111,7 +113,7 @@ void Runtime::watch_deadlines(std::stop_token stop) {
 }
 
 void Runtime::abandon(InFlight& flight, bool replace_thread) {
-    queue_.done(flight.event_type);
+    queue_.done(flight.event_type, flight.suspect);
     const core::HandlerOutcome timeout{core::HandlerOutcome::Kind::Retry, "HANDLER_TIMEOUT", std::nullopt};
     const auto transition = core::decide_transition({timeout}, flight.attempt, options_.max_attempts, policy_,
                                                     std::chrono::system_clock::now(), unit_random());
@@ -124,7 +126,7 @@ void Runtime::abandon(InFlight& flight, bool replace_thread) {
                {flight.lease.event_id, flight.event_type, {}, flight.attempt, "HANDLER_TIMEOUT", {}});
     if (!replace_thread) return;
     if (stuck <= options_.abandoned_thread_limit()) {
-        spawn_worker();
+        spawn_worker(flight.suspect ? WorkQueue::Lane::Suspect : WorkQueue::Lane::Normal);
         return;
     }
     if (!exhausted_.exchange(true)) {

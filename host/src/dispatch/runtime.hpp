@@ -74,8 +74,8 @@ private:
         std::shared_ptr<std::atomic<bool>> finished;
     };
 
-    void spawn_worker();
-    void work_loop(const std::shared_ptr<std::atomic<bool>>& finished);
+    void spawn_worker(WorkQueue::Lane lane);
+    void work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane);
     void watch_deadlines(std::stop_token stop);
     /// Stores HANDLER_TIMEOUT for a call taken away from its worker and frees its slot.
     void abandon(InFlight& flight, bool replace_thread);

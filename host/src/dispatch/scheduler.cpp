@@ -6,25 +6,25 @@
 
 namespace outbox::dispatch {
 namespace {
-// How often a busy host looks for suspects; an idle host looks on every pass.
+// How often a host with a free suspect lane looks for suspects while none were due; an
+// idle host looks on every pass.
 constexpr auto kSuspectCheckInterval = std::chrono::seconds{1};
 }  // namespace
 
 void Scheduler::run(std::stop_token stop) {
     db::DbSession session(options_.database_url, "scheduler", outage_);
-    bool isolating = false;  // a suspect is running alone on this host
-    bool suspects = false;
     auto next_suspect_check = std::chrono::steady_clock::now();
 
     std::shared_ptr<const HandlerSet> handlers;
-    const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed) {
+    const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed, bool suspect) {
         if (claimed.empty()) return;
         metrics_.events_claimed(claimed.size());
         std::vector<Work> work;
         work.reserve(claimed.size());
         for (auto& item : claimed) {
-            auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token}, item.event.type, item.event.attempt);
-            work.push_back(Work{std::move(item), std::move(flight), handlers});
+            auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token}, item.event.type,
+                                         item.event.attempt, suspect);
+            work.push_back(Work{std::move(item), std::move(flight), handlers, suspect});
         }
         queue_.push(std::move(work));
     };
@@ -38,28 +38,12 @@ void Scheduler::run(std::stop_token stop) {
             wakeup_.wait_for(options_.poll_interval, stop);
             continue;
         }
-        const bool idle = queue_.idle();
-        if (isolating && !idle) {
-            wakeup_.wait_for(options_.poll_interval, stop);
-            continue;
-        }
-        isolating = false;
 
+        // Suspects (a poison event may be among them) run one at a time in a lane of their
+        // own, beside normal work: a crash then charges the suspect, and the rescuer gives
+        // the events that ran beside it their attempt back (see LeaseStore::rescue_expired).
         const auto now = std::chrono::steady_clock::now();
-        if (idle || now >= next_suspect_check) {
-            next_suspect_check = now + kSuspectCheckInterval;
-            if (!session.run([&](pqxx::connection& conn) { suspects = lease::LeaseStore(conn).suspects_due(types); },
-                             stop)) {
-                continue;
-            }
-        }
-        if (suspects) {
-            // A poison event may be among them: run one alone, after the host drained, so
-            // a crash costs only that event an attempt.
-            if (!idle) {
-                wakeup_.wait_for(options_.poll_interval, stop);
-                continue;
-            }
+        if (queue_.suspect_lane_free() && (queue_.idle() || now >= next_suspect_check)) {
             std::vector<lease::ClaimedEvent> claimed;
             if (!session.run(
                     [&](pqxx::connection& conn) {
@@ -69,11 +53,9 @@ void Scheduler::run(std::stop_token stop) {
                     stop)) {
                 continue;
             }
-            suspects = !claimed.empty();
-            isolating = suspects;
-            hand_out(claimed);
-            next_suspect_check = std::chrono::steady_clock::now();
-            continue;
+            // While suspects are due, take the next as soon as the lane frees up.
+            next_suspect_check = claimed.empty() ? now + kSuspectCheckInterval : now;
+            hand_out(claimed, true);
         }
 
         // While workers still have plenty queued, wait for room for a whole batch: many tiny
@@ -108,7 +90,7 @@ void Scheduler::run(std::stop_token stop) {
             },
             stop);
         // Claims that committed before a later one failed are still ours: hand them out.
-        hand_out(claimed);
+        hand_out(claimed, false);
         if (!ok) continue;
         // A full claim means more may be due right now; otherwise wait for a wake-up.
         if (!more_due) wakeup_.wait_for(options_.poll_interval, stop);

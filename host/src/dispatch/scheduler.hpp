@@ -15,8 +15,9 @@
 namespace outbox::dispatch {
 
 /// Claims due events of the types this host handles, never more than the work queue has
-/// free slots for, and hands them to the workers. Woken by NOTIFY, by a worker freeing a
-/// slot, or by the poll interval.
+/// free slots for, and hands them to the workers; besides, one suspect at a time for the
+/// work queue's suspect lane. Woken by NOTIFY, by a worker freeing a slot, or by the poll
+/// interval.
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,

@@ -12,14 +12,26 @@ void WorkQueue::push(std::vector<Work> items) {
         std::lock_guard lock(mutex_);
         for (auto& item : items) {
             ++per_type_[item.claimed.event.type];
-            items_.push_back(std::move(item));
+            if (item.suspect) {
+                suspect_ = std::move(item);
+            } else {
+                items_.push_back(std::move(item));
+            }
         }
     }
     changed_.notify_all();
 }
 
-std::optional<Work> WorkQueue::pop() {
+std::optional<Work> WorkQueue::pop(Lane lane) {
     std::unique_lock lock(mutex_);
+    if (lane == Lane::Suspect) {
+        changed_.wait(lock, [&] { return closed_ || suspect_.has_value(); });
+        if (!suspect_) return std::nullopt;
+        std::optional<Work> item = std::move(suspect_);
+        suspect_.reset();
+        suspect_busy_ = true;
+        return item;
+    }
     changed_.wait(lock, [&] { return closed_ || !items_.empty(); });
     if (items_.empty()) return std::nullopt;
     Work item = std::move(items_.front());
@@ -28,10 +40,19 @@ std::optional<Work> WorkQueue::pop() {
     return item;
 }
 
-void WorkQueue::done(const std::string& event_type) {
+bool WorkQueue::suspect_lane_free() const {
+    std::lock_guard lock(mutex_);
+    return !closed_ && !suspect_ && !suspect_busy_;
+}
+
+void WorkQueue::done(const std::string& event_type, bool suspect) {
     {
         std::lock_guard lock(mutex_);
-        --busy_;
+        if (suspect) {
+            suspect_busy_ = false;
+        } else {
+            --busy_;
+        }
         --per_type_[event_type];
     }
     changed_.notify_all();
@@ -47,6 +68,11 @@ std::vector<Work> WorkQueue::close() {
             unstarted.push_back(std::move(item));
         }
         items_.clear();
+        if (suspect_) {
+            --per_type_[suspect_->claimed.event.type];
+            unstarted.push_back(std::move(*suspect_));
+            suspect_.reset();
+        }
     }
     changed_.notify_all();
     return unstarted;
@@ -54,22 +80,22 @@ std::vector<Work> WorkQueue::close() {
 
 bool WorkQueue::wait_idle(std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
-    return changed_.wait_until(lock, deadline, [&] { return busy_ == 0 && items_.empty(); });
+    return changed_.wait_until(lock, deadline, [&] { return busy_ == 0 && !suspect_busy_ && items_.empty() && !suspect_; });
 }
 
 int WorkQueue::busy() const {
     std::lock_guard lock(mutex_);
-    return busy_;
+    return busy_ + (suspect_busy_ ? 1 : 0);
 }
 
 int WorkQueue::queued() const {
     std::lock_guard lock(mutex_);
-    return static_cast<int>(items_.size());
+    return static_cast<int>(items_.size()) + (suspect_ ? 1 : 0);
 }
 
 bool WorkQueue::idle() const {
     std::lock_guard lock(mutex_);
-    return busy_ == 0 && items_.empty();
+    return busy_ == 0 && items_.empty() && !suspect_busy_ && !suspect_;
 }
 
 int WorkQueue::in_flight_of(const std::string& event_type) const {

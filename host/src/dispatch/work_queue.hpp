@@ -19,28 +19,37 @@ struct Work {
     lease::ClaimedEvent claimed;
     std::shared_ptr<InFlight> flight;
     std::shared_ptr<const HandlerSet> handlers;
+    bool suspect = false;  // runs in the suspect lane (see WorkQueue)
 };
 
 /// Claimed events waiting for a worker, plus the count of events being worked on. The
 /// scheduler claims only free_slots() events, so claims follow free capacity instead of a
-/// batch size tuned to the fleet. Thread-safe.
+/// batch size tuned to the fleet. Besides, one suspect at a time (an event whose earlier
+/// attempt's host died) waits for and runs on a worker of its own, outside that capacity,
+/// so a host keeps its normal work going while it retries suspects. Thread-safe.
 class WorkQueue {
 public:
+    enum class Lane { Normal, Suspect };
+
     explicit WorkQueue(int capacity) : capacity_(capacity) {}
 
     [[nodiscard]] int free_slots() const;
     void push(std::vector<Work> items);
-    /// Blocks for the next item; nullopt once closed and empty. The caller must call done().
-    std::optional<Work> pop();
-    void done(const Work& work) { done(work.claimed.event.type); }
-    /// Frees the slot of a worker that ran an event of `event_type`.
-    void done(const std::string& event_type);
+    /// Blocks for the next item of `lane`; nullopt once closed and empty. The caller must
+    /// call done().
+    std::optional<Work> pop(Lane lane = Lane::Normal);
+    /// No suspect is queued or running: the scheduler may claim one.
+    [[nodiscard]] bool suspect_lane_free() const;
+    void done(const Work& work) { done(work.claimed.event.type, work.suspect); }
+    /// Frees the slot of a worker that ran an event of `event_type` (in the suspect lane or not).
+    void done(const std::string& event_type, bool suspect);
     /// Stops handing out work and returns the items no worker started.
     std::vector<Work> close();
     /// Waits until no worker is busy; false on timeout.
     bool wait_idle(std::chrono::steady_clock::time_point deadline);
+    /// Events being worked on, the suspect included.
     [[nodiscard]] int busy() const;
-    /// Events waiting for a worker.
+    /// Events waiting for a worker, a suspect included.
     [[nodiscard]] int queued() const;
     /// Nothing queued and nothing running.
     [[nodiscard]] bool idle() const;
@@ -53,6 +62,8 @@ private:
     std::condition_variable changed_;
     std::deque<Work> items_;
     int busy_ = 0;
+    std::optional<Work> suspect_;  // waiting for the suspect lane
+    bool suspect_busy_ = false;
     std::map<std::string, int> per_type_;
     bool closed_ = false;
 };

@@ -47,15 +47,9 @@ FROM claimed c
 const std::string kClaimSql =
     claim_sql("status IN ('PENDING', 'RETRY_WAIT') AND (status = 'PENDING' OR last_error_code IS DISTINCT FROM 'WORKER_LOST')");
 
-// Suspects (their previous host died mid-attempt) are claimed one at a time, by a host
-// with nothing else in flight, so a poison event can only take itself down.
+// Suspects (their previous host died mid-attempt) are claimed one at a time per host and
+// run in a lane of their own, so a crash can be blamed on them (see kRescueSql).
 const std::string kClaimSuspectSql = claim_sql("status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST'");
-
-constexpr const char* kSuspectDueSql = R"SQL(
-SELECT EXISTS (SELECT 1 FROM event_publication
-               WHERE status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST' AND next_attempt_at <= now()
-                 AND event_type = ANY($1::text[]))
-)SQL";
 
 // The batch statements name their events as `event_id = ANY($1)` besides joining the input
 // on it: the planner then always reaches them through the primary key. Without it, a
@@ -114,20 +108,41 @@ WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = r.event_id AND e.lease_token
 
 // Rescue: SKIP LOCKED so that hosts rescuing at the same moment split the work, and a row
 // whose handler transaction is committing right now (FOR SHARE) is left for the next pass.
+//
+// Who pays for a lost worker: its attempt was counted at claim. If the lost host was running
+// a suspect (an event already lost with a host before, code WORKER_LOST; hosts run those one
+// at a time beside normal work), the crash is blamed on the suspect: it keeps its attempt,
+// and every other event of that host gets its attempt back. Those still become suspects
+// themselves, so a fresh poison event among them gets at most this one refund and then runs
+// in the suspect lane, where it is charged. Without a suspect (the first crash of a poison
+// event) every event in flight is charged, as nothing tells them apart. "Was running a
+// suspect" looks at the host's leases still held or rescued in the same statement.
 constexpr const char* kRescueSql = R"SQL(
 WITH expired AS (
-    SELECT event_id FROM event_publication
+    SELECT event_id, lease_owner FROM event_publication
     WHERE status = 'PROCESSING' AND lease_expires_at < now()
     ORDER BY lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), blamed_owner AS (
+    SELECT DISTINCT p.lease_owner FROM event_publication p
+    WHERE p.status = 'PROCESSING' AND p.last_error_code = 'WORKER_LOST'
+      AND p.lease_owner IN (SELECT lease_owner FROM expired)
+), rescued AS (
+    SELECT e.event_id,
+           e.last_error_code IS DISTINCT FROM 'WORKER_LOST'
+               AND e.lease_owner IN (SELECT lease_owner FROM blamed_owner) AS bystander
+    FROM event_publication e
+    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired))
 )
 UPDATE event_publication e
-SET status = CASE WHEN e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_WAIT' END,
+SET status = CASE WHEN NOT r.bystander AND e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_WAIT' END,
+    attempt_count = CASE WHEN r.bystander THEN greatest(e.attempt_count - 1, 0) ELSE e.attempt_count END,
     next_attempt_at = now(), last_error_code = 'WORKER_LOST',
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
-WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired))
+FROM rescued r
+WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.event_id
 )SQL";
 
 void prepare_once(pqxx::connection& conn) {
@@ -135,7 +150,6 @@ void prepare_once(pqxx::connection& conn) {
     try {
         conn.prepare("outbox_claim", kClaimSql);
         conn.prepare("outbox_claim_suspect", kClaimSuspectSql);
-        conn.prepare("outbox_suspect_due", kSuspectDueSql);
         conn.prepare("outbox_finish", kFinishSql);
         conn.prepare("outbox_extend", kExtendSql);
         conn.prepare("outbox_release", kReleaseSql);
@@ -164,13 +178,6 @@ std::vector<std::string> split_names(const pqxx::field& field) {
 // Every method is a single statement, which PostgreSQL runs atomically on its own; running
 // it without BEGIN/COMMIT saves two round trips per claim, finish and heartbeat.
 LeaseStore::LeaseStore(pqxx::connection& conn) : conn_(conn) { prepare_once(conn_); }
-
-bool LeaseStore::suspects_due(const std::vector<std::string>& event_types) {
-    if (event_types.empty()) return false;
-    pqxx::nontransaction tx(conn_);
-    const bool due = tx.exec_prepared("outbox_suspect_due", db::pg_array(event_types))[0][0].as<bool>();
-    return due;
-}
 
 std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& event_types, int limit,
                                             const std::string& owner, std::chrono::milliseconds lease,

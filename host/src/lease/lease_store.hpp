@@ -54,9 +54,6 @@ public:
     std::vector<ClaimedEvent> claim(const std::vector<std::string>& event_types, int limit, const std::string& owner,
                                     std::chrono::milliseconds lease, ClaimKind kind = ClaimKind::Normal);
 
-    /// Whether any suspect of `event_types` is due.
-    bool suspects_due(const std::vector<std::string>& event_types);
-
     /// Applies a batch of attempt outcomes in one statement. Returns the lease tokens whose
     /// fenced update applied; the others had lost their lease and were left untouched.
     std::vector<std::string> finish(const std::vector<Finish>& batch);
@@ -69,8 +66,9 @@ public:
     int release(const std::vector<LeaseRef>& leases);
 
     /// Moves up to `limit` PROCESSING rows whose lease expired to RETRY_WAIT (due now, code
-    /// WORKER_LOST), or to REVIEW_REQUIRED when attempt_count >= max_attempts. Returns the
-    /// number of rows moved.
+    /// WORKER_LOST), or to REVIEW_REQUIRED when attempt_count >= max_attempts. When the lost
+    /// host was running a suspect, only the suspect keeps the attempt: the events beside it
+    /// get theirs back. Returns the number of rows moved.
     int rescue_expired(int max_attempts, int limit);
 
 private:
