@@ -114,6 +114,48 @@ TEST_F(MissionLogForwarding, PostsThePayloadWithTheEventIdAsIdempotencyKey) {
     EXPECT_EQ(field(mission.event_id, "attempt_count"), "1");
 }
 
+TEST_F(MissionLogForwarding, ForwardsNumericIdsAsNumbersAndEachIdWithItsPublishedType) {
+    // PeakTime's ids are Java Longs: 2^53 + 1 must arrive exactly, as a JSON number.
+    const std::string numeric = db_.scalar(
+        "SELECT outbox_publish('acme', 'MissionCompleted', '{\"completion_id\": 123, \"user_id\": 9007199254740993, "
+        "\"mission_id\": 7, \"solar_term\": \"HAJI\"}'::jsonb)::text");
+    const std::string mixed = db_.scalar(
+        "SELECT outbox_publish('acme', 'MissionCompleted', '{\"completion_id\": \"c-124\", \"user_id\": 42, "
+        "\"mission_id\": \"mission-8\", \"solar_term\": \"HAJI\"}'::jsonb)::text");
+    auto host = start_host(config());
+    ASSERT_TRUE(reaches(numeric, "COMPLETED")) << field(numeric, "last_error_code");
+    ASSERT_TRUE(reaches(mixed, "COMPLETED")) << field(mixed, "last_error_code");
+    std::map<std::string, nlohmann::json> bodies;
+    for (const auto& call : admin_.calls()) bodies[call.idempotency_key] = nlohmann::json::parse(call.body);
+    ASSERT_EQ(bodies.size(), 2u);
+    const nlohmann::json& sent = bodies.at(numeric);
+    EXPECT_TRUE(sent["completion_id"].is_number_integer()) << sent.dump();
+    EXPECT_TRUE(sent["user_id"].is_number_integer()) << sent.dump();
+    EXPECT_TRUE(sent["mission_id"].is_number_integer()) << sent.dump();
+    EXPECT_EQ(sent["completion_id"].get<long long>(), 123);
+    EXPECT_EQ(sent["user_id"].get<long long>(), 9007199254740993LL) << "no detour through a double";
+    EXPECT_EQ(sent["mission_id"].get<long long>(), 7);
+    const nlohmann::json& both = bodies.at(mixed);
+    EXPECT_EQ(both, (nlohmann::json{{"completion_id", "c-124"}, {"user_id", 42}, {"mission_id", "mission-8"},
+                                    {"solar_term", "HAJI"}}));
+    EXPECT_TRUE(both["user_id"].is_number_integer());
+    EXPECT_EQ(admin_.user_counts(), (std::map<std::string, long long>{{"42", 1}, {"9007199254740993", 1}}));
+}
+
+TEST_F(MissionLogForwarding, AnIdThatIsNeitherAnIntegerNorTextGoesToReviewWithoutACall) {
+    std::vector<std::string> events;
+    for (const char* id : {"1.5", "true", "\"\"", "null"}) {
+        events.push_back(db_.scalar(std::string("SELECT outbox_publish('acme', 'MissionCompleted', '{\"completion_id\": ") +
+                                    id + ", \"user_id\": 1, \"mission_id\": 2, \"solar_term\": \"HAJI\"}'::jsonb)::text"));
+    }
+    auto host = start_host(config());
+    for (const auto& event : events) {
+        ASSERT_TRUE(reaches(event, "REVIEW_REQUIRED")) << field(event, "status");
+        EXPECT_EQ(field(event, "last_error_code"), "BAD_PAYLOAD");
+    }
+    EXPECT_EQ(admin_.call_count(), 0u);
+}
+
 TEST_F(MissionLogForwarding, AResponseLostAfterProcessingIsRetriedAndCountedOnce) {
     admin_.script({ScriptedResponse::of(Kind::LostDrop)});
     const auto mission = complete_mission("user-1");
