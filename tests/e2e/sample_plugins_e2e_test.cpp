@@ -371,8 +371,8 @@ TEST_F(SamplePlugins, ThePublishSqlExampleWritesEachRowWithItsEventAndDedupsTheW
         << "registering the same website again publishes nothing new";
     EXPECT_EQ(count("SELECT count(*) FROM user_mission_completion"), 2);
     EXPECT_EQ(count("SELECT count(*) FROM event_publication e JOIN user_mission_completion c "
-                    "ON e.payload->>'completion_id' = c.id::text WHERE e.event_type = 'MissionCompleted' "
-                    "AND e.payload->>'user_id' = c.user_id AND e.aggregate_key = c.user_id"),
+                    "ON e.payload->'completion_id' = to_jsonb(c.id) WHERE e.event_type = 'MissionCompleted' "
+                    "AND e.payload->'user_id' = to_jsonb(c.user_id) AND e.aggregate_key = c.user_id::text"),
               2);
 }
 

@@ -56,7 +56,8 @@ struct Endpoint {
     std::string path;    ///< "/..." (never empty; may carry a query string)
 };
 
-/// One request. `path` is sent as is (relative to the origin).
+/// One request. `path` is sent as is (relative to the origin). A non-empty body goes with
+/// `content_type` unless `headers` already has a Content-Type.
 struct Request {
     std::string method = "POST";  ///< GET, POST, PUT, PATCH or DELETE
     std::string path = "/";
@@ -349,7 +350,7 @@ inline httplib::Response send(Context& ctx, const std::string& origin, const Req
     req.headers = request.headers;
     if (!request.body.empty()) {
         req.body = request.body;
-        req.headers.emplace("Content-Type", request.content_type);
+        if (!req.has_header("Content-Type")) req.headers.emplace("Content-Type", request.content_type);
     }
 
     detail::Interruption interruption = detail::Interruption::None;
