@@ -152,6 +152,14 @@ TEST_F(CategoryClassification, AWebsiteThatAlreadyHasACategoryCompletesWithoutCa
     EXPECT_TRUE(logged) << "one log line through ctx.log, tagged with the event";
 }
 
+TEST_F(CategoryClassification, AWebsiteDeletedBeforeItsJobCompletesWithoutCallingTheClassifier) {
+    const auto site = register_website("gone.example.com");
+    db_.exec("DELETE FROM website WHERE id = '" + site.website_id + "'");
+    auto host = start_host(config());
+    ASSERT_TRUE(reaches(site.event_id, "COMPLETED")) << field(site.event_id, "last_error_code");
+    EXPECT_EQ(classifier_.call_count(), 0u);
+}
+
 TEST_F(CategoryClassification, ACategorySetWhileTheClassifierIsCalledIsNotOverwritten) {
     // The category arrives between the plugin's read and its update.
     classifier_.script({ScriptedResponse::of(Kind::Normal).after(1500ms)});
