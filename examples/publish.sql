@@ -22,17 +22,18 @@ FROM site;
 COMMIT;
 
 -- Complete a mission. The payload carries identifiers only (never names, e-mail addresses
--- or phone numbers); aggregate_key groups a user's events for operators.
+-- or phone numbers), here numeric ids published as JSON numbers; aggregate_key groups a
+-- user's events for operators.
 BEGIN;
 WITH completion AS (
     INSERT INTO user_mission_completion (user_id, mission_id, solar_term)
-    VALUES ('user-1', 'mission-7', 'CHUNBUN')
+    VALUES (1, 7, 'CHUNBUN')
     RETURNING id, user_id, mission_id, solar_term
 )
 SELECT outbox_publish('acme', 'MissionCompleted',
                       jsonb_build_object('completion_id', id, 'user_id', user_id,
                                          'mission_id', mission_id, 'solar_term', solar_term),
-                      user_id)    -- aggregate_key
+                      user_id::text)    -- aggregate_key
        AS event_id
 FROM completion;
 COMMIT;

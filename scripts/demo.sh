@@ -247,9 +247,17 @@ log "stopping the application; the hosts finish what was published (Ctrl-C again
 stop_processes 10 "${app_pids[@]}"
 tail -q -n 1 "$work/register-websites.log" "$work/complete-missions.log" | sed 's/^/  /'
 
+# This run's users have numeric ids from first_user on (first_user_id in examples/app/events.hpp:
+# the tag's first six letters as a base-26 number, plus one, times a million).
+first_user=0
+for ((i = 0; i < ${#tag} && i < 6; i++)); do
+  first_user=$((first_user * 26 + $(printf '%d' "'${tag:i:1}") - 97))
+done
+first_user=$(((first_user + 1) * 1000000))
 unfinished() {
   psql "$database_url" -Atq -c "SELECT count(*) FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
-    AND (payload->>'domain' LIKE 'site-$tag-%' OR payload->>'user_id' LIKE 'user-$tag-%')" 2>/dev/null || echo "?"
+    AND (payload->>'domain' LIKE 'site-$tag-%' OR CASE WHEN payload->>'user_id' ~ '^[0-9]{1,15}\$'
+         THEN (payload->>'user_id')::bigint END BETWEEN $first_user AND $((first_user + 999998)))" 2>/dev/null || echo "?"
 }
 drain_started=$SECONDS
 while ((!fast_stop && SECONDS - drain_started < 90)); do

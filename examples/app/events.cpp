@@ -9,9 +9,9 @@ using sdk::FieldKind;
 
 // The allow-lists: a field that is not declared here cannot reach the outbox.
 const sdk::PayloadSchema kWebsiteRegistered{{"website_id", FieldKind::Uuid}, {"domain", FieldKind::String, 253}};
-const sdk::PayloadSchema kMissionCompleted{{"completion_id", FieldKind::Uuid},
-                                           {"user_id", FieldKind::Identifier, 64},
-                                           {"mission_id", FieldKind::Identifier, 64},
+const sdk::PayloadSchema kMissionCompleted{{"completion_id", FieldKind::Integer},
+                                           {"user_id", FieldKind::Integer},
+                                           {"mission_id", FieldKind::Integer},
                                            {"solar_term", FieldKind::Identifier, 32}};
 
 }  // namespace
@@ -34,18 +34,24 @@ Registration register_website(pqxx::dbtransaction& tx, const std::string& compan
     return registration;
 }
 
-std::string complete_mission(pqxx::dbtransaction& tx, const std::string& company, const std::string& user_id,
-                             const std::string& mission_id, const std::string& solar_term) {
+std::string complete_mission(pqxx::dbtransaction& tx, const std::string& company, std::int64_t user_id,
+                             std::int64_t mission_id, const std::string& solar_term) {
     const pqxx::result row = tx.exec_params(
-        "INSERT INTO user_mission_completion (id, user_id, mission_id, solar_term, completed_at) "
-        "VALUES (gen_random_uuid(), $1, $2, $3, now()) RETURNING id::text",
+        "INSERT INTO user_mission_completion (user_id, mission_id, solar_term, completed_at) "
+        "VALUES ($1, $2, $3, now()) RETURNING id",
         user_id, mission_id, solar_term);
     sdk::SafePayload payload{kMissionCompleted};
-    payload.set("completion_id", row.at(0).at(0).as<std::string>())
+    payload.set("completion_id", row.at(0).at(0).as<std::int64_t>())
         .set("user_id", user_id)
         .set("mission_id", mission_id)
         .set("solar_term", solar_term);
-    return sdk::publish(tx, company, "MissionCompleted", payload, {.aggregate_key = user_id});
+    return sdk::publish(tx, company, "MissionCompleted", payload, {.aggregate_key = std::to_string(user_id)});
+}
+
+std::int64_t first_user_id(const std::string& tag) {
+    std::int64_t number = 0;
+    for (std::size_t i = 0; i < tag.size() && i < 6; ++i) number = number * 26 + (tag[i] - 'a');
+    return (number + 1) * 1'000'000;
 }
 
 }  // namespace outbox::examples::app

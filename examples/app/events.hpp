@@ -2,6 +2,7 @@
 // The example application's business writes, each with the event that must follow it, in
 // the caller's transaction: the event exists if and only if the row does.
 
+#include <cstdint>
 #include <string>
 
 #include <pqxx/pqxx>
@@ -19,8 +20,15 @@ struct Registration {
 /// registered, it gets one website row and one event (one classification job).
 Registration register_website(pqxx::dbtransaction& tx, const std::string& company, const std::string& domain);
 
-/// Records a mission completion and publishes MissionCompleted; returns the event id.
-std::string complete_mission(pqxx::dbtransaction& tx, const std::string& company, const std::string& user_id,
-                             const std::string& mission_id, const std::string& solar_term);
+/// Records a mission completion and publishes MissionCompleted with the numeric ids
+/// (completion_id, user_id, mission_id) as JSON numbers; returns the event id.
+std::string complete_mission(pqxx::dbtransaction& tx, const std::string& company, std::int64_t user_id,
+                             std::int64_t mission_id, const std::string& solar_term);
+
+/// Users of run `tag` have ids first_user_id(tag) + 0 .. kUsersPerTag - 1: the tag's first
+/// six letters (a-z) read as a base-26 number, plus one, times a million. Runs whose tags
+/// share their first six letters share users.
+std::int64_t first_user_id(const std::string& tag);
+inline constexpr std::int64_t kUsersPerTag = 999'999;
 
 }  // namespace outbox::examples::app

@@ -64,7 +64,7 @@ void add_common(CLI::App& command, Common& common) {
     command.add_option("--database-url", common.database_url,
                        "PostgreSQL URL (default: $OUTBOX_DATABASE_URL, then $DATABASE_URL)");
     command.add_option("--company", common.company, "company_id (tenant) of the events")->capture_default_str();
-    command.add_option("--tag", common.tag, "run tag in domain names and user ids (default: random)");
+    command.add_option("--tag", common.tag, "run tag in domain names and user ids, letters a-z (default: random)");
     command.add_option("--rate", common.rate, "operations per second (0: as fast as possible)")->capture_default_str();
     command.add_option("--concurrency", common.concurrency, "parallel connections")
         ->capture_default_str()
@@ -142,8 +142,8 @@ int complete_missions(const Common& common, long long count, int users, int miss
     std::atomic<long long> published{0};
     const auto job = [&](long long index, pqxx::connection& conn) {
         const auto pick = [&](int salt, int range) { return static_cast<int>(fraction(index, salt) * range); };
-        const std::string user = "user-" + common.tag + "-" + std::to_string(1 + pick(11, users));
-        const std::string mission = "mission-" + std::to_string(1 + pick(13, missions));
+        const std::int64_t user = first_user_id(common.tag) + pick(11, users);
+        const std::int64_t mission = 1 + pick(13, missions);
         pqxx::work tx(conn);
         complete_mission(tx, common.company, user, mission, kSolarTerms[static_cast<std::size_t>(pick(17, 24))]);
         tx.commit();
@@ -152,6 +152,7 @@ int complete_missions(const Common& common, long long count, int users, int miss
     const PaceResult result =
         run_paced(common.database_url, {count, common.rate, common.concurrency}, job, g_stop);
     std::cout << "complete-missions: tag=" << common.tag << " published=" << published << " users=" << users
+              << " user_ids=" << first_user_id(common.tag) << ".." << first_user_id(common.tag) + users - 1
               << " failed=" << result.failed << std::endl;
     return result.failed == 0 ? 0 : 1;
 }
@@ -182,7 +183,7 @@ int main(int argc, char** argv) {
     auto* missions = app.add_subcommand("complete-missions", "record mission completions, each publishing MissionCompleted");
     add_common(*missions, missions_common);
     missions->add_option("--count", mission_count, "completions to record")->capture_default_str()->check(CLI::PositiveNumber);
-    missions->add_option("--users", user_count, "distinct users")->capture_default_str()->check(CLI::Range(1, 1000000));
+    missions->add_option("--users", user_count, "distinct users")->capture_default_str()->check(CLI::Range(1, static_cast<int>(kUsersPerTag)));
     missions->add_option("--missions", distinct_missions, "distinct missions")->capture_default_str()->check(CLI::Range(1, 1000000));
 
     ReportOptions report;

@@ -1,5 +1,8 @@
 #include "report.hpp"
 
+#include "events.hpp"
+
+#include <charconv>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -13,10 +16,12 @@
 namespace outbox::examples::app {
 namespace {
 
-// Rows of this run only: websites are named site-<tag>-<n>.example.com, users user-<tag>-<n>.
+// Rows of this run only: websites are named site-<tag>-<n>.example.com, users have ids $2..$3
+// (first_user_id). CASE: a user_id that is not a number is never cast.
 constexpr const char* kEventFilter =
     "($1 = '' OR (event_type = 'WebsiteRegistered' AND payload->>'domain' LIKE 'site-' || $1 || '-%') "
-    "OR (event_type = 'MissionCompleted' AND payload->>'user_id' LIKE 'user-' || $1 || '-%'))";
+    "OR (event_type = 'MissionCompleted' AND CASE WHEN payload->>'user_id' ~ '^[0-9]{1,15}$' "
+    "THEN (payload->>'user_id')::bigint END BETWEEN $2 AND $3))";
 
 std::optional<nlohmann::json> get_json(const std::string& base_url, const std::string& path) {
     if (base_url.empty()) return std::nullopt;
@@ -46,12 +51,14 @@ bool print_report(const ReportOptions& options) {
     pqxx::connection conn(options.database_url);
     pqxx::read_transaction tx(conn);
     const std::string& tag = options.tag;
+    const std::int64_t first_user = first_user_id(tag);
+    const std::int64_t last_user = first_user + kUsersPerTag - 1;
 
     std::map<std::string, std::map<std::string, long long>> by_type;
     long long unfinished = 0;
     for (const auto& row : tx.exec_params(std::string("SELECT event_type, status, count(*) FROM event_publication WHERE ") +
                                               kEventFilter + " GROUP BY 1, 2",
-                                          tag)) {
+                                          tag, first_user, last_user)) {
         const std::string status = row[1].as<std::string>();
         by_type[row[0].as<std::string>()][status] = row[2].as<long long>();
         if (status != "COMPLETED" && status != "REVIEW_REQUIRED") unfinished += row[2].as<long long>();
@@ -70,7 +77,7 @@ bool print_report(const ReportOptions& options) {
                                                       "WHERE status IN ('RETRY_WAIT', 'REVIEW_REQUIRED') AND "
                                                       "last_error_code IS NOT NULL AND ") +
                                               kEventFilter + " GROUP BY 1, 2",
-                                          tag)) {
+                                          tag, first_user, last_user)) {
         auto& target = row[0].as<std::string>() == "RETRY_WAIT" ? waiting_codes : review_codes;
         target[row[1].as<std::string>()] = row[2].as<long long>();
     }
@@ -83,8 +90,8 @@ bool print_report(const ReportOptions& options) {
               << websites[0][1].as<long long>() << " classified\n";
 
     const long long missions =
-        tx.exec_params("SELECT count(*) FROM user_mission_completion WHERE $1 = '' OR user_id LIKE 'user-' || $1 || '-%'",
-                       tag)[0][0]
+        tx.exec_params("SELECT count(*) FROM user_mission_completion WHERE $1 = '' OR user_id BETWEEN $2 AND $3",
+                       tag, first_user, last_user)[0][0]
             .as<long long>();
     std::map<std::string, long long> completed;
     long long completed_total = 0;
@@ -92,7 +99,7 @@ bool print_report(const ReportOptions& options) {
                                                       "WHERE event_type = 'MissionCompleted' AND status = 'COMPLETED' "
                                                       "AND ") +
                                               kEventFilter + " GROUP BY 1",
-                                          tag)) {
+                                          tag, first_user, last_user)) {
         completed[row[0].as<std::string>()] = row[1].as<long long>();
         completed_total += row[1].as<long long>();
     }
@@ -104,7 +111,11 @@ bool print_report(const ReportOptions& options) {
         long long counted_total = 0;
         const nlohmann::json by_user = admin->value("users", nlohmann::json::object());
         for (const auto& [user, count] : by_user.items()) {
-            if (!tag.empty() && user.rfind("user-" + tag + "-", 0) != 0) continue;
+            if (!tag.empty()) {
+                long long id = 0;
+                const auto [end, error] = std::from_chars(user.data(), user.data() + user.size(), id);
+                if (error != std::errc{} || end != user.data() + user.size() || id < first_user || id > last_user) continue;
+            }
             if (!count.is_number_integer()) continue;
             counted[user] = count.get<long long>();
             counted_total += count.get<long long>();

@@ -1,5 +1,6 @@
-# Installs this build into a scratch prefix, builds tests/sdk_package/plugin against the
-# installed OutboxSdk package alone, and checks the result loads in the installed outboxd.
+# Installs this build into a scratch prefix, builds tests/sdk_package/plugin and
+# tests/sdk_package/http_plugin (component http, OutboxSdk::http) against the installed
+# OutboxSdk package alone, and checks both load in the installed outboxd.
 # Arguments: -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=...
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
@@ -11,7 +12,7 @@ function(run)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
-foreach(required bin/outboxd include/outbox/sdk.hpp include/outbox/publisher.hpp
+foreach(required bin/outboxd include/outbox/sdk.hpp include/outbox/sdk/http.hpp include/outbox/publisher.hpp
                  lib/cmake/OutboxSdk/OutboxSdkConfig.cmake share/outboxd/migrations/V1__outbox_schema.sql)
   if(NOT EXISTS "${WORK_DIR}/prefix/${required}")
     message(FATAL_ERROR "cmake --install did not install ${required}")
@@ -22,8 +23,12 @@ run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/sdk_package/plugin" -B "${WORK_DIR}
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 file(MAKE_DIRECTORY "${WORK_DIR}/plugins")
 file(COPY "${WORK_DIR}/build/liboutside_team.so" DESTINATION "${WORK_DIR}/plugins")
+run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/sdk_package/http_plugin" -B "${WORK_DIR}/build-http"
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/build-http")
+file(COPY "${WORK_DIR}/build-http/liboutside_http.so" DESTINATION "${WORK_DIR}/plugins")
 run("${WORK_DIR}/prefix/bin/outboxd" plugins check "${WORK_DIR}/plugins")
-if(NOT last_output MATCHES "outside-team" OR NOT last_output MATCHES "OK")
+if(NOT last_output MATCHES "outside-team" OR NOT last_output MATCHES "outside-http" OR NOT last_output MATCHES "OK")
   message(FATAL_ERROR "the installed outboxd did not accept the plugin:\n${last_output}")
 endif()
 message(STATUS "plugin built against the installed SDK loads:\n${last_output}")

@@ -86,6 +86,15 @@ TEST(SafePayload, AcceptsIntegerExtremesAndUnsignedThatFit) {
     EXPECT_THROW(p.set("score", std::uint64_t{INT64_MAX} + 1), PayloadError);
 }
 
+TEST(SafePayload, AnIntegerFieldTakesALongIdWhoseDigitsAStringFieldRefuses) {
+    const std::int64_t java_long_id = 9007199254740993;  // 2^53 + 1: 16 digits
+    auto p = valid();
+    EXPECT_NO_THROW(p.set("score", java_long_id)) << "numeric ids are what Integer is for";
+    EXPECT_NE(p.json().find("9007199254740993"), std::string::npos) << "kept exactly";
+    EXPECT_THROW(SafePayload(kSchema).set("domain", std::to_string(java_long_id)), PayloadError)
+        << "as text the same digits are a long digit run";
+}
+
 TEST(SafePayload, RejectsAnUndeclaredField) {
     expect_rejected([] { SafePayload(kSchema).set("email", "person-value"); }, "email", "person-value");
 }

@@ -18,13 +18,19 @@ FaultyHttpService::Reply AdminStatsServer::record(const httplib::Request& reques
     const std::string key = request.get_header_value("Idempotency-Key");
     if (key.empty()) return {400, R"({"error":"Idempotency-Key header is required"})"};
     const nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
-    for (const char* field : {"completion_id", "user_id", "mission_id", "solar_term"}) {
-        if (!body.is_object() || !body.contains(field) || !body[field].is_string() ||
-            body[field].get<std::string>().empty()) {
+    const auto text = [](const nlohmann::json& value) {
+        return value.is_string() && !value.get<std::string>().empty();
+    };
+    // Ids arrive as JSON integers or strings, as the application published them.
+    for (const char* field : {"completion_id", "user_id", "mission_id"}) {
+        if (!body.is_object() || !body.contains(field) || !(body[field].is_number_integer() || text(body[field]))) {
             return {400, std::string(R"({"error":"missing field )") + field + "\"}"};
         }
     }
-    const std::string user = body["user_id"].get<std::string>();
+    if (!body.contains("solar_term") || !text(body["solar_term"])) {
+        return {400, R"({"error":"missing field solar_term"})"};
+    }
+    const std::string user = body["user_id"].is_string() ? body["user_id"].get<std::string>() : body["user_id"].dump();
     const std::string fingerprint = body.dump();
     {
         const std::lock_guard lock(state_mutex_);

@@ -1,25 +1,29 @@
 // category-classification: asks an AI classifier for a website's category and stores it.
 //
 // Event WebsiteRegistered, payload {"website_id": "<uuid>", "domain": "example.com"}.
-// POST <endpoint> {"domain": ...} with Authorization: Bearer <$api_key_env> and
+// First reads the website's category through ctx.db(): a website that already has one is
+// left alone without calling the classifier (the API is rate-limited and paid per call).
+// Otherwise POST <endpoint> {"domain": ...} with Authorization: Bearer <$api_key_env> and
 // Idempotency-Key: <event_id>; the answer {"category": "..."} is written with
 // UPDATE website SET category = $1 WHERE id = $2 AND category IS NULL, in the handler's
 // transaction, so it commits together with the consumption record and never overwrites a
-// category that is already there.
+// category set meanwhile.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include <httplib.h>
 #include <outbox/sdk.hpp>
-
-#include "http_outcome.hpp"
+#include <outbox/sdk/http.hpp>
 
 namespace category_classification {
 namespace {
 
+using outbox::sdk::http::Endpoint;
+using outbox::sdk::http::InvalidConfig;
+using outbox::sdk::http::parse_duration;
+using outbox::sdk::http::parse_endpoint;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kDefaultTimeout{std::chrono::seconds{10}};
@@ -72,8 +76,7 @@ bool valid_uuid(const std::string& text) {
 }
 
 // Only a short printable string is stored; anything else means the remote misbehaved.
-std::string category_from(const std::string& body) {
-    const nlohmann::json answer = nlohmann::json::parse(body, nullptr, false);
+std::string category_from(const nlohmann::json& answer) {
     if (!answer.is_object() || !answer.contains("category") || !answer["category"].is_string()) {
         throw outbox::sdk::RetryableError("BAD_RESPONSE", "the classifier's answer has no category string");
     }
@@ -110,30 +113,28 @@ public:
             throw outbox::sdk::NonRetryableError("BAD_PAYLOAD", "website_id must be a UUID and domain a host name");
         }
 
-        const milliseconds timeout = std::min(settings_.timeout, ctx.remaining());
-        if (timeout.count() <= 0) throw outbox::sdk::RetryableError("TIMEOUT", "no time left before the deadline");
+        const auto current =
+            ctx.db().exec("SELECT category IS NOT NULL FROM website WHERE id = $1::uuid", {website_id});
+        if (current.empty()) {
+            ctx.log(outbox::sdk::LogLevel::Info, "website not found; nothing to classify");
+            return;
+        }
+        if (current[0][0] == "t") {
+            ctx.log(outbox::sdk::LogLevel::Info, "website already classified; classifier not called");
+            return;
+        }
 
-        // One client per call: handle() runs on several threads and httplib::Client is not
-        // meant to be shared between concurrent requests.
-        httplib::Client client(settings_.endpoint.origin);
-        client.set_connection_timeout(timeout);
-        client.set_read_timeout(timeout);
-        client.set_write_timeout(timeout);
         const httplib::Headers headers{{"Authorization", "Bearer " + settings_.api_key},
                                        {"Idempotency-Key", event.id},
                                        {"User-Agent", "outboxd-category-classification/1"}};
-        const std::string body = nlohmann::json{{"domain", domain}}.dump();
-        const auto started = std::chrono::steady_clock::now();
-        const httplib::Result result = client.Post(settings_.endpoint.path, headers, body, "application/json");
-        if (!result) throw_for_transport(result.error(), std::chrono::steady_clock::now() - started, timeout);
-        if (result->status < 200 || result->status > 299) throw_for_status(*result);
-
-        const std::string category = category_from(result->body);
+        const httplib::Response response = outbox::sdk::http::post_json(
+            ctx, settings_.endpoint, headers, nlohmann::json{{"domain", domain}}.dump(), settings_.timeout);
+        const std::string category = category_from(outbox::sdk::http::json_body(response));
         const auto changed = ctx.db().exec(
             "UPDATE website SET category = $1 WHERE id = $2::uuid AND category IS NULL RETURNING 1",
             {category, website_id});
         if (changed.empty()) {
-            ctx.log(outbox::sdk::LogLevel::Info, "website already classified or not found; left unchanged");
+            ctx.log(outbox::sdk::LogLevel::Info, "website classified meanwhile; left unchanged");
         }
     }
 

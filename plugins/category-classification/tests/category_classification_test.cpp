@@ -3,12 +3,15 @@
 // every answer (or missing answer) leaves the event in.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include <pqxx/pqxx>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "outbox_examples/ai_classifier_server.hpp"
 #include "plugin/plugin_loader.hpp"
@@ -128,11 +131,43 @@ TEST_F(CategoryClassification, ClassifiesWithTheBearerKeyFromItsVariableAndTheEv
     EXPECT_EQ(field(site.event_id, "attempt_count"), "1");
 }
 
-TEST_F(CategoryClassification, LeavesACategoryThatIsAlreadyThereAlone) {
+TEST_F(CategoryClassification, AWebsiteThatAlreadyHasACategoryCompletesWithoutCallingTheClassifier) {
+    const auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(512);
+    spdlog::default_logger()->sinks().push_back(log);
     const auto site = register_website("curated.example.com", "hand-picked");
     auto host = start_host(config());
-    ASSERT_TRUE(reaches(site.event_id, "COMPLETED"));
-    EXPECT_EQ(classifier_.call_count(), 1u);
+    const bool completed = reaches(site.event_id, "COMPLETED");
+    host->stop();
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), log), sinks.end());
+    ASSERT_TRUE(completed) << field(site.event_id, "last_error_code");
+    EXPECT_EQ(classifier_.call_count(), 0u) << "a classified website costs no classifier call";
+    EXPECT_EQ(category_of(site.website_id), "hand-picked");
+    EXPECT_EQ(db_.scalar("SELECT count(*) FROM event_consumption"), "1");
+    bool logged = false;
+    for (const auto& line : log->last_formatted()) {
+        logged = logged || (line.find("already classified") != std::string::npos &&
+                            line.find(site.event_id) != std::string::npos);
+    }
+    EXPECT_TRUE(logged) << "one log line through ctx.log, tagged with the event";
+}
+
+TEST_F(CategoryClassification, AWebsiteDeletedBeforeItsJobCompletesWithoutCallingTheClassifier) {
+    const auto site = register_website("gone.example.com");
+    db_.exec("DELETE FROM website WHERE id = '" + site.website_id + "'");
+    auto host = start_host(config());
+    ASSERT_TRUE(reaches(site.event_id, "COMPLETED")) << field(site.event_id, "last_error_code");
+    EXPECT_EQ(classifier_.call_count(), 0u);
+}
+
+TEST_F(CategoryClassification, ACategorySetWhileTheClassifierIsCalledIsNotOverwritten) {
+    // The category arrives between the plugin's read and its update.
+    classifier_.script({ScriptedResponse::of(Kind::Normal).after(1500ms)});
+    const auto site = register_website("contested.example.com");
+    auto host = start_host(config("5s"));
+    ASSERT_TRUE(wait_until([&] { return classifier_.call_count() == 1; }, 10s));
+    db_.exec("UPDATE website SET category = 'hand-picked' WHERE id = '" + site.website_id + "'");
+    ASSERT_TRUE(reaches(site.event_id, "COMPLETED")) << field(site.event_id, "last_error_code");
     EXPECT_EQ(category_of(site.website_id), "hand-picked") << "UPDATE ... WHERE category IS NULL never overwrites";
 }
 

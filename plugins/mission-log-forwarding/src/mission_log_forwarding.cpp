@@ -4,22 +4,28 @@
 // POST <base_url>/api/stats/mission-log with those fields as JSON and
 // Idempotency-Key: <event_id>. The admin server counts a key once, so a retry after a lost
 // response (or after this host died mid-call) cannot count a mission twice.
+#include <array>
 #include <string>
 #include <vector>
 
-#include <httplib.h>
 #include <outbox/sdk.hpp>
-
-#include "http_outcome.hpp"
+#include <outbox/sdk/http.hpp>
 
 namespace mission_log_forwarding {
 namespace {
 
+using outbox::sdk::http::Endpoint;
+using outbox::sdk::http::InvalidConfig;
+using outbox::sdk::http::parse_duration;
+using outbox::sdk::http::parse_endpoint;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kDefaultTimeout{std::chrono::seconds{5}};
 constexpr const char* kPath = "/api/stats/mission-log";
 constexpr std::size_t kMaxFieldLength = 256;
+// The ids the application may publish as JSON numbers (PeakTime's ids are Java Longs) or as
+// strings; each is forwarded with the type it was published with.
+constexpr std::array<const char*, 3> kIdFields{"completion_id", "user_id", "mission_id"};
 
 struct Settings {
     Endpoint endpoint;  // base_url with kPath appended
@@ -64,28 +70,26 @@ public:
         const nlohmann::json payload = nlohmann::json::parse(event.payload_json, nullptr, false);
         // Only the declared fields travel: the admin server gets exactly its contract.
         nlohmann::json body = nlohmann::json::object();
-        for (const char* field : {"completion_id", "user_id", "mission_id", "solar_term"}) {
-            if (!payload.is_object() || !payload.contains(field) || !payload[field].is_string() ||
-                payload[field].get<std::string>().empty() || payload[field].get<std::string>().size() > kMaxFieldLength) {
-                throw outbox::sdk::NonRetryableError("BAD_PAYLOAD", std::string("payload field missing or not text: ") + field);
+        const auto usable_text = [](const nlohmann::json& value) {
+            return value.is_string() && !value.get<std::string>().empty() &&
+                   value.get<std::string>().size() <= kMaxFieldLength;
+        };
+        for (const char* field : kIdFields) {
+            if (!payload.is_object() || !payload.contains(field) ||
+                !(payload[field].is_number_integer() || usable_text(payload[field]))) {
+                throw outbox::sdk::NonRetryableError("BAD_PAYLOAD",
+                                                     std::string("payload field missing or not an integer or text: ") + field);
             }
             body[field] = payload[field];
         }
+        if (!payload.contains("solar_term") || !usable_text(payload["solar_term"])) {
+            throw outbox::sdk::NonRetryableError("BAD_PAYLOAD", "payload field missing or not text: solar_term");
+        }
+        body["solar_term"] = payload["solar_term"];
 
-        const milliseconds timeout = std::min(settings_.timeout, ctx.remaining());
-        if (timeout.count() <= 0) throw outbox::sdk::RetryableError("TIMEOUT", "no time left before the deadline");
-
-        // One client per call: handle() runs on several threads at once.
-        httplib::Client client(settings_.endpoint.origin);
-        client.set_connection_timeout(timeout);
-        client.set_read_timeout(timeout);
-        client.set_write_timeout(timeout);
-        const httplib::Headers headers{{"Idempotency-Key", event.id},
-                                       {"User-Agent", "outboxd-mission-log-forwarding/1"}};
-        const auto started = std::chrono::steady_clock::now();
-        const httplib::Result result = client.Post(settings_.endpoint.path, headers, body.dump(), "application/json");
-        if (!result) throw_for_transport(result.error(), std::chrono::steady_clock::now() - started, timeout);
-        if (result->status < 200 || result->status > 299) throw_for_status(*result);
+        outbox::sdk::http::post_json(ctx, settings_.endpoint,
+                                     {{"Idempotency-Key", event.id}, {"User-Agent", "outboxd-mission-log-forwarding/1"}},
+                                     body.dump(), settings_.timeout);
     }
 
 private:

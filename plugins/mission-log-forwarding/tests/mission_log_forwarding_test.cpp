@@ -61,19 +61,20 @@ protected:
     }
 
     struct Completed {
-        std::string completion_id;
+        long long completion_id = 0;
         std::string event_id;
     };
-    Completed complete_mission(const std::string& user) const {
+    // As the example application does: numeric ids, published as JSON numbers.
+    Completed complete_mission(long long user) const {
         pqxx::connection conn(db_.url());
         pqxx::work tx(conn);
         const auto id = tx.exec_params("INSERT INTO user_mission_completion (user_id, mission_id, solar_term) "
-                                       "VALUES ($1, 'mission-3', 'HAJI') RETURNING id::text",
+                                       "VALUES ($1, 3, 'HAJI') RETURNING id",
                                        user)[0][0]
-                            .as<std::string>();
+                            .as<long long>();
         const auto event = tx.exec_params("SELECT outbox_publish('acme', 'MissionCompleted', jsonb_build_object("
-                                          "'completion_id', $1::text, 'user_id', $2::text, 'mission_id', 'mission-3', "
-                                          "'solar_term', 'HAJI'), $2)::text",
+                                          "'completion_id', $1::bigint, 'user_id', $2::bigint, 'mission_id', 3, "
+                                          "'solar_term', 'HAJI'), $2::text)::text",
                                           id, user)[0][0]
                                .as<std::string>();
         tx.commit();
@@ -100,23 +101,65 @@ protected:
 };
 
 TEST_F(MissionLogForwarding, PostsThePayloadWithTheEventIdAsIdempotencyKey) {
-    const auto mission = complete_mission("user-7");
+    const auto mission = complete_mission(7);
     auto host = start_host(config());
     ASSERT_TRUE(reaches(mission.event_id, "COMPLETED")) << field(mission.event_id, "last_error_code");
     const auto calls = admin_.calls();
     ASSERT_EQ(calls.size(), 1u);
     EXPECT_EQ(calls[0].idempotency_key, mission.event_id);
     EXPECT_EQ(nlohmann::json::parse(calls[0].body), (nlohmann::json{{"completion_id", mission.completion_id},
-                                                                    {"user_id", "user-7"},
-                                                                    {"mission_id", "mission-3"},
+                                                                    {"user_id", 7},
+                                                                    {"mission_id", 3},
                                                                     {"solar_term", "HAJI"}}));
-    EXPECT_EQ(admin_.user_counts(), (std::map<std::string, long long>{{"user-7", 1}}));
+    EXPECT_EQ(admin_.user_counts(), (std::map<std::string, long long>{{"7", 1}}));
     EXPECT_EQ(field(mission.event_id, "attempt_count"), "1");
+}
+
+TEST_F(MissionLogForwarding, ForwardsNumericIdsAsNumbersAndEachIdWithItsPublishedType) {
+    // PeakTime's ids are Java Longs: 2^53 + 1 must arrive exactly, as a JSON number.
+    const std::string numeric = db_.scalar(
+        "SELECT outbox_publish('acme', 'MissionCompleted', '{\"completion_id\": 123, \"user_id\": 9007199254740993, "
+        "\"mission_id\": 7, \"solar_term\": \"HAJI\"}'::jsonb)::text");
+    const std::string mixed = db_.scalar(
+        "SELECT outbox_publish('acme', 'MissionCompleted', '{\"completion_id\": \"c-124\", \"user_id\": 42, "
+        "\"mission_id\": \"mission-8\", \"solar_term\": \"HAJI\"}'::jsonb)::text");
+    auto host = start_host(config());
+    ASSERT_TRUE(reaches(numeric, "COMPLETED")) << field(numeric, "last_error_code");
+    ASSERT_TRUE(reaches(mixed, "COMPLETED")) << field(mixed, "last_error_code");
+    std::map<std::string, nlohmann::json> bodies;
+    for (const auto& call : admin_.calls()) bodies[call.idempotency_key] = nlohmann::json::parse(call.body);
+    ASSERT_EQ(bodies.size(), 2u);
+    const nlohmann::json& sent = bodies.at(numeric);
+    EXPECT_TRUE(sent["completion_id"].is_number_integer()) << sent.dump();
+    EXPECT_TRUE(sent["user_id"].is_number_integer()) << sent.dump();
+    EXPECT_TRUE(sent["mission_id"].is_number_integer()) << sent.dump();
+    EXPECT_EQ(sent["completion_id"].get<long long>(), 123);
+    EXPECT_EQ(sent["user_id"].get<long long>(), 9007199254740993LL) << "no detour through a double";
+    EXPECT_EQ(sent["mission_id"].get<long long>(), 7);
+    const nlohmann::json& both = bodies.at(mixed);
+    EXPECT_EQ(both, (nlohmann::json{{"completion_id", "c-124"}, {"user_id", 42}, {"mission_id", "mission-8"},
+                                    {"solar_term", "HAJI"}}));
+    EXPECT_TRUE(both["user_id"].is_number_integer());
+    EXPECT_EQ(admin_.user_counts(), (std::map<std::string, long long>{{"42", 1}, {"9007199254740993", 1}}));
+}
+
+TEST_F(MissionLogForwarding, AnIdThatIsNeitherAnIntegerNorTextGoesToReviewWithoutACall) {
+    std::vector<std::string> events;
+    for (const char* id : {"1.5", "true", "\"\"", "null"}) {
+        events.push_back(db_.scalar(std::string("SELECT outbox_publish('acme', 'MissionCompleted', '{\"completion_id\": ") +
+                                    id + ", \"user_id\": 1, \"mission_id\": 2, \"solar_term\": \"HAJI\"}'::jsonb)::text"));
+    }
+    auto host = start_host(config());
+    for (const auto& event : events) {
+        ASSERT_TRUE(reaches(event, "REVIEW_REQUIRED")) << field(event, "status");
+        EXPECT_EQ(field(event, "last_error_code"), "BAD_PAYLOAD");
+    }
+    EXPECT_EQ(admin_.call_count(), 0u);
 }
 
 TEST_F(MissionLogForwarding, AResponseLostAfterProcessingIsRetriedAndCountedOnce) {
     admin_.script({ScriptedResponse::of(Kind::LostDrop)});
-    const auto mission = complete_mission("user-1");
+    const auto mission = complete_mission(1);
     auto host = start_host(config(), 0ms);
     ASSERT_TRUE(reaches(mission.event_id, "COMPLETED")) << field(mission.event_id, "last_error_code");
     EXPECT_EQ(field(mission.event_id, "attempt_count"), "2");
@@ -129,11 +172,11 @@ TEST_F(MissionLogForwarding, AnAnswerArrivingAfterTheTimeoutIsCountedOnceAcrossR
     // The first call is processed slowly and answered after the client gave up; retries
     // meanwhile find the key in progress (409) until it is done, then get the stored answer.
     admin_.script({ScriptedResponse::of(Kind::Normal).after(1500ms)});
-    const auto mission = complete_mission("user-2");
+    const auto mission = complete_mission(2);
     auto host = start_host(config("400ms"), 400ms);  // 9 retries span more than the 1.5s
     ASSERT_TRUE(reaches(mission.event_id, "COMPLETED", 20s)) << field(mission.event_id, "last_error_code");
     EXPECT_EQ(admin_.total(), 1);
-    EXPECT_EQ(admin_.user_counts().at("user-2"), 1);
+    EXPECT_EQ(admin_.user_counts().at("2"), 1);
     EXPECT_GE(admin_.in_progress_conflicts(), 1) << "a retry overlapped the slow first call";
     EXPECT_GE(std::stoi(field(mission.event_id, "attempt_count")), 3);
 }
@@ -153,7 +196,7 @@ class MissionLogForwardingFailure : public MissionLogForwarding, public ::testin
 TEST_P(MissionLogForwardingFailure, EndsInTheDocumentedStateWithTheDocumentedCode) {
     const FailureCase& c = GetParam();
     admin_.script({c.response});
-    const auto mission = complete_mission("user-3");
+    const auto mission = complete_mission(3);
     auto host = start_host(config("1s"), c.min_retry_after_seconds > 0 ? 0ms : std::chrono::milliseconds{60s});
     ASSERT_TRUE(reaches(mission.event_id, c.status)) << "status " << field(mission.event_id, "status") << ", code "
                                                      << field(mission.event_id, "last_error_code");
@@ -194,7 +237,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(MissionLogForwarding, RetryAfterDelaysTheNextCallByAtLeastThatLong) {
     admin_.script({ScriptedResponse::answer(503, "2")});
-    const auto mission = complete_mission("user-4");
+    const auto mission = complete_mission(4);
     auto host = start_host(config(), 0ms);
     ASSERT_TRUE(reaches(mission.event_id, "COMPLETED", 20s));
     const auto calls = admin_.calls();
@@ -205,7 +248,7 @@ TEST_F(MissionLogForwarding, RetryAfterDelaysTheNextCallByAtLeastThatLong) {
 
 TEST_F(MissionLogForwarding, TheHandlerDeadlineCapsALongerConfiguredTimeout) {
     stall_everything_for(10s);
-    const auto mission = complete_mission("user-5");
+    const auto mission = complete_mission(5);
     auto host = start_host(config("30s"), 60s, 800ms);
     ASSERT_TRUE(reaches(mission.event_id, "RETRY_WAIT", 10s));
     EXPECT_EQ(field(mission.event_id, "last_error_code"), "TIMEOUT");
@@ -217,7 +260,7 @@ TEST_F(MissionLogForwarding, TheHandlerDeadlineCapsALongerConfiguredTimeout) {
 
 TEST_F(MissionLogForwarding, TheConfiguredTimeoutAppliesWhenShorterThanTheDeadline) {
     stall_everything_for(10s);
-    const auto mission = complete_mission("user-5");
+    const auto mission = complete_mission(5);
     auto host = start_host(config("300ms"), 60s, 30s);
     ASSERT_TRUE(reaches(mission.event_id, "RETRY_WAIT", 10s));
     EXPECT_EQ(field(mission.event_id, "last_error_code"), "TIMEOUT");
@@ -233,14 +276,14 @@ TEST_F(MissionLogForwarding, ARefusedConnectionIsRetryableConnectFailed) {
         gone.start();
         closed_port = gone.port();
     }
-    const auto mission = complete_mission("user-6");
+    const auto mission = complete_mission(6);
     auto host = start_host({{"base_url", "http://127.0.0.1:" + std::to_string(closed_port)}});
     ASSERT_TRUE(reaches(mission.event_id, "RETRY_WAIT"));
     EXPECT_EQ(field(mission.event_id, "last_error_code"), "CONNECT_FAILED");
 }
 
 TEST_F(MissionLogForwarding, ABaseUrlPathPrefixIsKeptAndAWrongOneEndsInReview) {
-    const auto mission = complete_mission("user-8");
+    const auto mission = complete_mission(8);
     auto host = start_host({{"base_url", admin_.base_url() + "/gateway/"}});
     ASSERT_TRUE(reaches(mission.event_id, "REVIEW_REQUIRED"));
     EXPECT_EQ(field(mission.event_id, "last_error_code"), "HTTP_404") << "POST /gateway/api/stats/mission-log";

@@ -4,7 +4,7 @@
 // it is delivered.
 //
 //   POST /api/stats/mission-log  {"completion_id", "user_id", "mission_id", "solar_term"},
-//                                Idempotency-Key: <id>
+//                                ids as JSON integers or strings, Idempotency-Key: <id>
 //        201 {"user_id", "user_total"}  counted
 //        the stored response again      the key was already counted (not counted twice)
 //        409                            the same key is still being processed
@@ -30,7 +30,7 @@ public:
     AdminStatsServer(const AdminStatsServer&) = delete;
     AdminStatsServer& operator=(const AdminStatsServer&) = delete;
 
-    /// Missions counted per user.
+    /// Missions counted per user (a numeric user_id as its decimal text).
     [[nodiscard]] std::map<std::string, long long> user_counts() const;
     /// All missions counted (the sum of user_counts()).
     [[nodiscard]] long long total() const;

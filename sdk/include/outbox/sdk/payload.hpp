@@ -31,7 +31,10 @@ enum class FieldKind {
     Uuid,        ///< canonical 8-4-4-4-12 hex UUID text
     Identifier,  ///< [A-Za-z0-9_.:-]+, e.g. "mission-42" or "SUMMER_SOLSTICE"; no run of 13+ digits, not phone-shaped
     String,      ///< short free text; rejected when shaped like PII (e-mail, phone, JWT, 9+ digits)
-    Integer,     ///< signed 64-bit integer
+    Integer,     ///< signed 64-bit integer, e.g. a numeric id (a Java Long). The digit-run rule of
+                 ///< String and Identifier does not apply: a long id is exactly what this kind is for,
+                 ///< and declaring a field Integer is the decision that its values are not personal
+                 ///< data. Never declare a phone or account number as a field of any kind.
     Number,      ///< finite double
     Boolean,
 };
