@@ -231,6 +231,8 @@ TEST_F(Worker, SucceededHandlersWithoutDbAreRecordedEvenWhenAnotherFails) {
     EXPECT_EQ(db_.scalar("SELECT string_agg(handler_name, ',') FROM event_consumption"), "scripted");
 }
 
+// The rescue rule lives in SQL (lease_store.cpp): an expired lease with attempts left goes
+// back to RETRY_WAIT due now (WORKER_LOST); one whose attempts are used up goes to review.
 TEST_F(Worker, ExpiredLeaseIsRecoveredByAnotherHost) {
     const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true})", 2);
     // A host that claimed both events and died: PROCESSING with an expired lease.
@@ -284,13 +286,32 @@ TEST_F(Worker, HostThatLostItsLeaseCommitsNeitherEffectsNorStatus) {
     db_.exec("UPDATE event_publication SET lease_owner = 'other-host', lease_token = gen_random_uuid(), "
              "version = version + 1");
     const std::string version_after_takeover = db_.scalar("SELECT version FROM event_publication");
+    // The fence finds the loss when the handler returns (1.5 s); the heartbeat never runs.
     ASSERT_TRUE(wait_until([&] { return host.metrics().leases_lost() > 0; }, 10s));
     host.stop();
+    EXPECT_EQ(host.metrics().leases_lost(), 1u) << "one lost lease, counted once";
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 0) << "the stale host's DB effects must roll back";
     EXPECT_EQ(count("SELECT count(*) FROM event_consumption"), 0);
     EXPECT_EQ(status_of(ids[0]), "PROCESSING");
     EXPECT_EQ(db_.scalar("SELECT lease_owner FROM event_publication"), "other-host");
     EXPECT_EQ(db_.scalar("SELECT version FROM event_publication"), version_after_takeover);
+}
+
+TEST_F(Worker, ALeaseLossFoundByTheHeartbeatIsCountedOnce) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 2500, "ignore_cancel": true})", 1);
+    auto options = fast_options(db_.url(), "h1");
+    options.lease_duration = 1500ms;  // a beat every 500 ms
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return status_of(ids[0]) == "PROCESSING"; }, 10s));
+    db_.exec("UPDATE event_publication SET lease_owner = 'other-host', lease_token = gen_random_uuid(), "
+             "lease_expires_at = now() + interval '1 hour', version = version + 1");
+    ASSERT_TRUE(wait_until([&] { return host.metrics().leases_lost() > 0; }, 5s)) << "the heartbeat finds it";
+    // The handler returns at 2.5 s and its attempt ends as lease lost: not a second count.
+    ASSERT_TRUE(wait_until([&] { return host.metrics().handler_calls().size() > 0; }, 10s));
+    host.stop();
+    EXPECT_EQ(host.metrics().leases_lost(), 1u);
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 0);
 }
 
 TEST_F(Worker, HeartbeatKeepsTheLeaseOfAHandlerSlowerThanTheLease) {
@@ -314,7 +335,9 @@ TEST_F(Worker, EventTypeWithoutAnyHandlerStaysPending) {
     TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED});
     host.start();
     ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 3); }, 10s));
-    std::this_thread::sleep_for(300ms);
+    // Another claim pass after the first, with the unhandled events older than its event.
+    const auto later = publish_many(db_.url(), "TestRequested", "{}", 1);
+    ASSERT_TRUE(wait_until([&] { return status_of(later[0]) == "COMPLETED"; }, 10s)) << "the host is running";
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE event_type = 'NobodyHandlesThis' "
                     "AND status = 'PENDING' AND attempt_count = 0"),
               3);
@@ -341,8 +364,16 @@ TEST_F(Worker, DisabledHostClaimsNothing) {
     options.enabled = false;
     TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
     host.start();
-    std::this_thread::sleep_for(500ms);
+    // The host runs: its fleet row says it is disabled, and it beats twice (every 1.7 s).
+    const auto beat = [&] {
+        return db_.scalar("SELECT coalesce((SELECT last_heartbeat_at::text FROM outbox_host WHERE host_id = 'h1' "
+                          "AND NOT enabled), '')");
+    };
+    ASSERT_TRUE(wait_until([&] { return !beat().empty(); }, 10s));
+    const std::string first = beat();
+    ASSERT_TRUE(wait_until([&] { return beat() != first; }, 10s));
     EXPECT_TRUE(all_in("PENDING", 3));
+    EXPECT_EQ(host.metrics().events_claimed(), 0u);
 }
 
 TEST_F(Worker, NotifyWakesTheHostLongBeforeThePollInterval) {
@@ -350,7 +381,14 @@ TEST_F(Worker, NotifyWakesTheHostLongBeforeThePollInterval) {
     options.poll_interval = 30s;
     TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
     host.start();
-    std::this_thread::sleep_for(500ms);  // the listener is up and the first poll is done
+    // The listener is up and the scheduler's first claim pass is done: from now on only a
+    // NOTIFY can wake it before 30 s.
+    ASSERT_TRUE(wait_until([&] {
+        return count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outboxd h1' AND "
+                     "query LIKE 'LISTEN%'") == 1 &&
+               count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outboxd h1' AND "
+                     "query LIKE '%SKIP LOCKED%' AND state = 'idle'") >= 1;
+    }, 10s));
     const auto ids = publish_many(db_.url(), "TestRequested", "{}", 1);
     EXPECT_TRUE(wait_until([&] { return status_of(ids[0]) == "COMPLETED"; }, 10s))
         << "with a 30s poll interval only NOTIFY can have woken the host";

@@ -64,7 +64,7 @@ TestHost::TestHost(config::Config config, const std::vector<std::string>& plugin
 }
 
 TestHost::~TestHost() {
-    if (host_ && !stop()) {
+    if (host_ && !stop() && host_->runtime() != nullptr) {
         // Its stuck threads still use the host: keep it (reachable, so not reported as a leak).
         static std::vector<std::unique_ptr<app::Host>> kept;
         kept.push_back(std::move(host_));

@@ -9,7 +9,6 @@ using outbox::core::Clock;
 using outbox::core::decide_transition;
 using outbox::core::EventStatus;
 using outbox::core::HandlerOutcome;
-using outbox::core::rescue_status;
 using outbox::core::RetryPolicy;
 using outbox::core::sanitize_error_code;
 using Kind = HandlerOutcome::Kind;
@@ -131,14 +130,6 @@ TEST(Transition, LostLeaseMeansTheHostMustNotTouchTheRow) {
     EXPECT_FALSE(decide_transition({succeeded(), lease_lost()}, 1, kMaxAttempts, kPolicy, kNow, 0.5).has_value());
     EXPECT_FALSE(decide_transition({review("HTTP_400"), lease_lost(), retry("X")}, 8, kMaxAttempts, kPolicy, kNow, 0.5)
                      .has_value());
-}
-
-TEST(Transition, RescuedLeaseRetriesUntilAttemptsAreUsedUp) {
-    EXPECT_EQ(rescue_status(1, kMaxAttempts), EventStatus::RetryWait);
-    EXPECT_EQ(rescue_status(kMaxAttempts - 1, kMaxAttempts), EventStatus::RetryWait);
-    EXPECT_EQ(rescue_status(kMaxAttempts, kMaxAttempts), EventStatus::ReviewRequired)
-        << "a plugin that kills the process cannot loop forever";
-    EXPECT_EQ(rescue_status(kMaxAttempts + 1, kMaxAttempts), EventStatus::ReviewRequired);
 }
 
 TEST(Transition, SafeErrorCodesPassThrough) {

@@ -106,7 +106,8 @@ Host::Host(config::Config config, Options options)
     : config_(std::move(config)), options_(std::move(options)), host_id_(host_identity(config_.outbox.host_id)) {}
 
 Host::~Host() {
-    if (stop() == 3) {
+    stop();
+    if (threads_stuck_) {
         log::error("handler threads are still running and use this host's state: exiting with code 3");
         spdlog::default_logger_raw()->flush();
         std::_Exit(3);
@@ -209,6 +210,7 @@ int Host::stop() {
     }
     if (admin_server_) admin_server_->stop();
     exit_code_ = clean && !(runtime_ && runtime_->exhausted()) ? 0 : 3;
+    threads_stuck_ = !clean;
     if (!clean) return exit_code_;  // keep everything alive for the stuck threads
     admin_server_.reset();
     watcher_.reset();

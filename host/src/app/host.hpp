@@ -98,6 +98,7 @@ private:
     std::jthread watcher_thread_;
     std::jthread retention_thread_;
     bool stopped_ = false;
+    bool threads_stuck_ = false;
     int exit_code_ = 0;
 };
 

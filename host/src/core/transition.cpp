@@ -30,10 +30,6 @@ std::optional<Transition> decide_transition(const std::vector<HandlerOutcome>& o
     return Transition{EventStatus::RetryWait, now + std::max(backoff, retry_after), retry->error_code};
 }
 
-EventStatus rescue_status(int attempt_count, int max_attempts) noexcept {
-    return attempt_count >= max_attempts ? EventStatus::ReviewRequired : EventStatus::RetryWait;
-}
-
 std::string sanitize_error_code(const std::string& code) {
     const bool ok = !code.empty() && code.size() <= 64 && code[0] >= 'A' && code[0] <= 'Z' &&
                     std::all_of(code.begin(), code.end(),

@@ -42,11 +42,6 @@ std::optional<Transition> decide_transition(const std::vector<HandlerOutcome>& o
                                             int max_attempts, const RetryPolicy& policy, Clock::time_point now,
                                             double unit_random);
 
-/// Where an expired PROCESSING lease goes when the rescuer finds it: back to RETRY_WAIT
-/// (due now) with code WORKER_LOST, or REVIEW_REQUIRED when its attempts are used up, so a
-/// plugin that kills the process cannot loop forever.
-EventStatus rescue_status(int attempt_count, int max_attempts) noexcept;
-
 inline constexpr const char* kWorkerLostCode = "WORKER_LOST";
 
 /// Returns `code` when it is a safe token ([A-Z][A-Z0-9_]{0,63}), otherwise "INVALID_ERROR_CODE":

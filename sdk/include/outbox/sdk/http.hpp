@@ -153,10 +153,12 @@ private:
         std::unique_lock lock(mutex_);
         while (!done_) {
             if (interruption_ == Interruption::None) {
-                if (ctx_.cancelled()) {
-                    interruption_ = Interruption::Cancelled;
-                } else if (std::chrono::steady_clock::now() >= deadline_) {
+                // The deadline first: the host's ctx.cancelled() also turns true at
+                // ctx.deadline(), and running out of time is a TIMEOUT.
+                if (std::chrono::steady_clock::now() >= deadline_) {
                     interruption_ = Interruption::Deadline;
+                } else if (ctx_.cancelled()) {
+                    interruption_ = Interruption::Cancelled;
                 }
             }
             if (interruption_ != Interruption::None) {
@@ -331,10 +333,10 @@ inline bool retryable_status(int status) {
 inline httplib::Response send(Context& ctx, const std::string& origin, const Request& request,
                               std::chrono::milliseconds timeout) {
     using Clock = std::chrono::steady_clock;
-    if (ctx.cancelled()) throw RetryableError("CANCELLED", "the call was cancelled before it started");
     const Clock::time_point deadline = std::min(Clock::now() + timeout, ctx.deadline());
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) throw RetryableError("TIMEOUT", "no time left before the deadline");
+    if (ctx.cancelled()) throw RetryableError("CANCELLED", "the call was cancelled before it started");
 
     httplib::Client client(origin);
     if (!client.is_valid()) throw RetryableError("REQUEST_FAILED", "the origin is not a usable URL");
