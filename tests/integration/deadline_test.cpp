@@ -65,6 +65,9 @@ TEST_F(Deadline, AHandlerIgnoringCancellationIsAbandonedWhileOtherEventsComplete
     const auto h = host(1);
     ASSERT_TRUE(wait_until([&] { return row_of(stuck) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 3s)) << row_of(stuck);
     EXPECT_EQ(h->metrics().abandoned_threads(), 1);
+    EXPECT_TRUE(wait_until([&] {
+        return count("SELECT coalesce(max(abandoned_threads), -1) FROM outbox_host WHERE host_id = 'deadline-host'") == 1;
+    }, 3s)) << "the fleet view (outboxd status) shows the stuck thread";
     // The abandoned slot was replaced: the host keeps all its workers for other events.
     publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 50})", 30);
     ASSERT_TRUE(wait_until([&] { return completed() == 30; }, 20s));

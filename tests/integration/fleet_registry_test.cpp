@@ -26,7 +26,7 @@ std::shared_ptr<const dispatch::HandlerSet> handlers_of(
 }
 
 fleet::FleetRegistry::Options options_for(const TestDatabase& db, const std::string& host) {
-    return {db.url(), host, "test", true, 200ms, std::chrono::hours{24}};
+    return {db.url(), host, "test", true, 200ms, std::chrono::hours{24}, {}};
 }
 
 const fleet::HostRecord* find_host(const fleet::FleetView& view, const std::string& id) {

@@ -164,7 +164,7 @@ bool Host::start(std::stop_token stop) {
         fleet::FleetRegistry::Options{config_.database.url, host_id_, OUTBOXD_VERSION, config_.outbox.enabled,
                                       std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
                                                                           config_.outbox.lease_duration / 3),
-                                      std::chrono::hours{24}},
+                                      std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); }},
         runtime_->outage(), runtime_->current_handlers());
     registry_thread_ = std::jthread([this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.

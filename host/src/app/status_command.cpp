@@ -46,6 +46,9 @@ void print_fleet(const fleet::FleetView& view) {
             handlers += (handlers.empty() ? "" : "; ") + h.handler + " (" + h.file + ", " + h.abi + ")";
         }
         if (!host.enabled) handlers = "[processing disabled] " + handlers;
+        if (host.abandoned_threads > 0) {
+            handlers = "[" + std::to_string(host.abandoned_threads) + " abandoned handler thread(s)] " + handlers;
+        }
         std::cout << std::setw(28) << host.host_id << std::setw(9)
                   << (host.live ? "live" : host.stopped ? "stopped" : "gone") << std::setw(22) << host.last_heartbeat_at
                   << (handlers.empty() ? "-" : handlers) << "\n";

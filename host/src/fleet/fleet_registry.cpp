@@ -11,12 +11,13 @@ namespace outbox::fleet {
 namespace {
 
 constexpr const char* kUpsertSql = R"SQL(
-INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, stopped_at, enabled, handlers)
-VALUES ($1, $2, to_timestamp($3::float8), now(), $4, CASE WHEN $5 THEN now() END, $6, $7::jsonb)
+INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, stopped_at, enabled, handlers,
+                         abandoned_threads)
+VALUES ($1, $2, to_timestamp($3::float8), now(), $4, CASE WHEN $5 THEN now() END, $6, $7::jsonb, $8)
 ON CONFLICT (host_id) DO UPDATE
 SET version = excluded.version, started_at = excluded.started_at, last_heartbeat_at = now(),
     heartbeat_interval_ms = excluded.heartbeat_interval_ms, stopped_at = excluded.stopped_at,
-    enabled = excluded.enabled, handlers = excluded.handlers
+    enabled = excluded.enabled, handlers = excluded.handlers, abandoned_threads = excluded.abandoned_threads
 )SQL";
 
 constexpr const char* kForgetSql = R"SQL(
@@ -28,7 +29,7 @@ SELECT host_id, version, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH
        to_char(last_heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        extract(epoch FROM now() - last_heartbeat_at)::float8,
        stopped_at IS NULL AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond',
-       stopped_at IS NOT NULL, enabled, handlers::text
+       stopped_at IS NOT NULL, enabled, handlers::text, abandoned_threads
 FROM outbox_host ORDER BY host_id
 )SQL";
 
@@ -58,6 +59,7 @@ FleetView read_fleet(pqxx::connection& conn) {
         host.live = row[5].as<bool>();
         host.stopped = row[6].as<bool>();
         host.enabled = row[7].as<bool>();
+        host.abandoned_threads = row[9].as<int>();
         for (const auto& item : nlohmann::json::parse(row[8].c_str())) {
             host.handlers.push_back(HostHandler{item.value("handler", ""),
                                                 item.value("event_types", std::vector<std::string>{}),
@@ -103,6 +105,7 @@ nlohmann::json to_json(const FleetView& view) {
                          {"version", host.version},
                          {"state", host.live ? "live" : host.stopped ? "stopped" : "gone"},
                          {"processing_enabled", host.enabled},
+                         {"abandoned_threads", host.abandoned_threads},
                          {"started_at", host.started_at},
                          {"last_heartbeat_at", host.last_heartbeat_at},
                          {"handlers", handlers}});
@@ -124,7 +127,7 @@ void FleetRegistry::write(pqxx::connection& conn, bool stopping) {
         std::chrono::duration<double>(started_at_.time_since_epoch()).count();
     tx.exec_params(kUpsertSql, options_.host_id, options_.version, started,
                    static_cast<int>(options_.heartbeat_interval.count()), stopping, options_.enabled,
-                   handlers_json(*handlers_.get()));
+                   handlers_json(*handlers_.get()), options_.abandoned_threads ? options_.abandoned_threads() : 0);
     if (!stopping) tx.exec_params(kForgetSql, static_cast<long long>(options_.forget_after.count()));
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
 #include <map>
@@ -35,6 +36,7 @@ struct HostRecord {
     bool live = false;      // heartbeat within 3 intervals and not stopped
     bool stopped = false;   // shut down cleanly
     bool enabled = true;
+    int abandoned_threads = 0;  // handler threads abandoned past their deadline, not returned
     std::vector<HostHandler> handlers;
 };
 
@@ -68,6 +70,7 @@ public:
         bool enabled = true;
         std::chrono::milliseconds heartbeat_interval{5000};
         std::chrono::milliseconds forget_after{std::chrono::hours{24}};
+        std::function<int()> abandoned_threads;  // reported with every beat
     };
 
     FleetRegistry(Options options, db::OutageLog& outage, const dispatch::CurrentHandlers& handlers)
