@@ -62,9 +62,22 @@ status=0
 if [[ "$mode" == asan ]]; then
   ctest --test-dir "$build_dir" --output-on-failure -L '^(unit|integration)$' || status=$?
 else
-  # The tests that run hosts, workers, heartbeats, limiters and watchers concurrently.
-  "$build_dir/tests/outbox_integration_tests" --gtest_color=no \
-    --gtest_filter='Worker.*:FleetLimiter.*:FleetRegistry.*:HotPlugins.*' || status=$?
+  # The tests that run hosts, workers, heartbeats, limiters, deadlines and watchers
+  # concurrently. Every suite named must still exist: a renamed suite fails the stage
+  # instead of silently dropping out of it.
+  concurrent=(Worker Deadline FleetLimiter FleetRegistry HotPlugins)
+  for suite in "${concurrent[@]}"; do
+    if ! "$build_dir/tests/outbox_integration_tests" --gtest_list_tests --gtest_filter="$suite.*" | grep -q '^  '; then
+      echo "sanitize.sh: no integration test in suite $suite; update the TSan list" >&2
+      status=1
+    fi
+  done
+  filter=$(printf '%s.*:' "${concurrent[@]}")
+  "$build_dir/tests/outbox_integration_tests" --gtest_color=no --gtest_filter="${filter%:}" || status=$?
+  if ! "$build_dir/tests/outbox_e2e_tests" --gtest_list_tests --gtest_filter='Quarantine.*' | grep -q '^  '; then
+    echo "sanitize.sh: no e2e test in suite Quarantine; update the TSan list" >&2
+    status=1
+  fi
   "$build_dir/tests/outbox_e2e_tests" --gtest_color=no --gtest_filter='Quarantine.*' || status=$?
 fi
 

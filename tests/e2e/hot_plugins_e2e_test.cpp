@@ -36,7 +36,13 @@ TEST(HotPluginsE2E, APluginRenamedIntoThePluginDirectoryIsServedWithoutRestart) 
     fs::create_directory(plugins);
     ChildProcess host({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "hot-1"), (dir.path() / "host.log").string());
     publish_many(db.url(), "VersionedRequested", R"({"db": true})", 5);
-    std::this_thread::sleep_for(1s);
+    // The host is up (and would have claimed by now had it a handler): it logged its start
+    // and registered in the fleet view.
+    ASSERT_TRUE(wait_until([&] {
+        return read_file((dir.path() / "host.log").string()).find("started as hot-1") != std::string::npos &&
+               db.scalar("SELECT count(*) FROM outbox_host WHERE host_id = 'hot-1'") == "1";
+    }, 20s)) << read_file((dir.path() / "host.log").string());
+    std::this_thread::sleep_for(500ms);  // more than two poll intervals
     ASSERT_EQ(db.scalar("SELECT count(*) FROM event_publication WHERE status = 'PENDING'"), "5");
 
     const auto deployed_at = std::chrono::steady_clock::now();

@@ -245,20 +245,22 @@ TEST(Liveness, APathToTheDatabaseThatGoesSilentIsNoticedAndSurvived) {
         ASSERT_TRUE(ready) << "/readyz must answer during the silence";
         EXPECT_EQ(ready->status, 503) << ready->body;
     }
-    // A stop during the silence still ends within shutdown_timeout.
+    // A stop during the silence still ends within shutdown_timeout (30 s).
     const auto term = std::chrono::steady_clock::now();
     hosts[1]->signal(SIGTERM);
-    const auto code = hosts[1]->wait(35s);
+    const auto code = hosts[1]->wait(60s);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - term);
     EXPECT_TRUE(code == std::optional<int>(0)) << (code ? *code : -1) << "\n" << fleet.log(names[1]);
-    EXPECT_LT(std::chrono::steady_clock::now() - term, 31s);
+    EXPECT_LT(took, 30s) << took.count() << " ms\n" << fleet.log(names[1]);
 
     std::this_thread::sleep_until(silence + 60s);
     ASSERT_FALSE(hosts[0]->wait(0ms)) << fleet.log(names[0]);
+    EXPECT_EQ(count_lines(fleet.log(names[0]), "database unavailable"), 1) << "one line for a 60 s silence\n"
+                                                                           << fleet.log(names[0]);
     proxy.thaw();
     hosts[1] = fleet.start(names[1], {{"OUTBOX_DATABASE_URL", proxied}, {"OUTBOX_LEASE_DURATION", "6s"},
                                       {"OUTBOX_MAX_ATTEMPTS", "50"}, {"OUTBOX_POLL_INTERVAL", "200ms"}});
     ASSERT_TRUE(wait_until([&] { return unsettled(url) == 0; }, 120s)) << status_summary(url);
-    EXPECT_EQ(count_lines(fleet.log(names[0]), "database unavailable"), 1) << "one outage line\n" << fleet.log(names[0]);
     EXPECT_GE(count_lines(fleet.log(names[0]), "database reachable again"), 1) << fleet.log(names[0]);
     for (std::size_t i = 0; i < names.size(); ++i) stop_cleanly(fleet, *hosts[i], names[i]);
     expect_final_invariants(url, {}, kEvents);

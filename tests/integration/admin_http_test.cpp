@@ -192,20 +192,6 @@ TEST_F(AdminHttp, TwoServersCannotShareAPort) {
     EXPECT_THROW(second.start(), admin::AdminStartError);
 }
 
-TEST_F(AdminHttp, ListenAddressesAreParsed) {
-    EXPECT_EQ(admin::parse_listen_address("off"), std::nullopt);
-    const auto v4 = admin::parse_listen_address("0.0.0.0:9000");
-    ASSERT_TRUE(v4);
-    EXPECT_EQ(v4->host, "0.0.0.0");
-    EXPECT_EQ(v4->port, 9000);
-    const auto v6 = admin::parse_listen_address("[::1]:8080");
-    ASSERT_TRUE(v6);
-    EXPECT_EQ(v6->host, "::1");
-    EXPECT_THROW(admin::parse_listen_address("8080"), std::invalid_argument);
-    EXPECT_THROW(admin::parse_listen_address("host:http"), std::invalid_argument);
-    EXPECT_THROW(admin::parse_listen_address(":80"), std::invalid_argument);
-}
-
 TEST_F(AdminHttp, StopEndsKeepAliveConnectionsAndReturns) {
     httplib::Client c = client();
     c.set_keep_alive(true);

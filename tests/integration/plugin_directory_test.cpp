@@ -56,6 +56,14 @@ protected:
         return change;
     }
     long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
+    /// The runtime is claiming: an event of the scripted plugin (deployed by the test),
+    /// published after everything else, completes.
+    void prove_claiming() const {
+        const auto probe = publish_many(db_.url(), "TestRequested", "{}", 1);
+        ASSERT_TRUE(wait_until([&] {
+            return count("SELECT count(*) FROM event_publication WHERE event_id = '" + probe[0] + "' AND status = 'COMPLETED'") == 1;
+        }, 10s)) << "the host is running and claiming";
+    }
 
     TestDatabase db_;
     TempDir dir_;
@@ -67,16 +75,19 @@ protected:
 
 TEST_F(HotPlugins, AddedPluginStartsReceivingItsEvents) {
     publish_many(db_.url(), "VersionedRequested", R"({"db": true})", 5);
-    EXPECT_TRUE(rescan().added.empty());
-    std::this_thread::sleep_for(300ms);
-    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'PENDING'"), 5) << "nobody handles it yet";
+    deploy(OUTBOX_FIXTURE_SCRIPTED, plugins_ / "libscripted.so");
+    ASSERT_EQ(rescan().added.size(), 1u);
+    prove_claiming();
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE event_type = 'VersionedRequested' AND status = 'PENDING'"), 5)
+        << "nobody handles it yet";
 
     deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
     const auto change = rescan();
     ASSERT_EQ(change.added.size(), 1u);
     EXPECT_EQ(change.added[0].handler_name, "versioned");
-    EXPECT_TRUE(wait_until([&] { return count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == 5; },
-                           10s));
+    EXPECT_TRUE(wait_until([&] {
+        return count("SELECT count(*) FROM event_publication WHERE event_type = 'VersionedRequested' AND status = 'COMPLETED'") == 5;
+    }, 10s));
 }
 
 TEST_F(HotPlugins, ReplacingWhileEventsAreInFlightLosesNoneAndRunsNoneTwice) {
@@ -107,7 +118,8 @@ TEST_F(HotPlugins, ReplacingWhileEventsAreInFlightLosesNoneAndRunsNoneTwice) {
 
 TEST_F(HotPlugins, RemovedPluginDrainsAndItsTypesAreNoLongerClaimed) {
     deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
-    ASSERT_EQ(rescan().added.size(), 1u);
+    deploy(OUTBOX_FIXTURE_SCRIPTED, plugins_ / "libscripted.so");
+    ASSERT_EQ(rescan().added.size(), 2u);
     publish_many(db_.url(), "VersionedRequested", R"({"db": true, "sleep_ms": 300})", 2);
     ASSERT_TRUE(wait_until([&] { return count("SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'") == 2; },
                            10s));
@@ -119,8 +131,8 @@ TEST_F(HotPlugins, RemovedPluginDrainsAndItsTypesAreNoLongerClaimed) {
                            10s))
         << "calls in flight finish on the removed plugin";
     publish_many(db_.url(), "VersionedRequested", R"({"db": true})", 3);
-    std::this_thread::sleep_for(500ms);
-    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'PENDING'"), 3);
+    prove_claiming();
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE event_type = 'VersionedRequested' AND status = 'PENDING'"), 3);
 }
 
 TEST_F(HotPlugins, BadReplacementIsRejectedAndTheRunningVersionKeepsServing) {

@@ -36,6 +36,7 @@ config::Config config_from(const dispatch::RuntimeOptions& options, const plugin
     config.database.startup_timeout = std::chrono::milliseconds{0};
     config.outbox.handler_timeout = handler_timeout;
     config.admin.listen = "off";
+    config.admin.listen_address.reset();
     for (const auto& [name, json] : configs) config.handlers[name].config_json = json;
     for (const auto& [name, explicit_settings] : settings) config.handlers[name] = explicit_settings;
     return config;

@@ -545,6 +545,22 @@ TEST(Config, HandlerWithoutASectionGetsDefaults) {
     EXPECT_EQ(settings.config_json, "{}");
 }
 
+TEST(Config, AdminListenIsParsedOnceIntoHostAndPort) {
+    const auto listen = [](const std::string& text) {
+        return parse_config("admin:\n  listen: \"" + text + "\"\n", "x.yaml", kNoEnv).admin.listen_address;
+    };
+    EXPECT_EQ(parse_config("", "x.yaml", kNoEnv).admin.listen_address->port, 8080) << "the default";
+    EXPECT_FALSE(listen("off").has_value());
+    const auto v4 = listen("0.0.0.0:9000");
+    ASSERT_TRUE(v4);
+    EXPECT_EQ(v4->host, "0.0.0.0");
+    EXPECT_EQ(v4->port, 9000);
+    const auto v6 = listen("[::1]:8080");
+    ASSERT_TRUE(v6);
+    EXPECT_EQ(v6->host, "::1") << "brackets are the URL's, not the address'";
+    EXPECT_THROW(listen("[]:8080"), ConfigError);
+}
+
 TEST(Config, AHandlerWithoutItsOwnTimeoutGetsOutboxHandlerTimeout) {
     const Config c = parse_config("outbox:\n  handler_timeout: 90s\nhandlers:\n  own:\n    timeout: 2s\n  shared:\n    config: {}\n",
                                   "x.yaml", kNoEnv);
@@ -564,8 +580,8 @@ TEST(Config, LivenessSettingsHaveTheirDocumentedDefaultsAndVariables) {
     EXPECT_EQ(defaults.outbox.abandon_grace, 10s);
     EXPECT_FALSE(defaults.outbox.max_abandoned_threads.has_value()) << "unset means: as many as outbox.concurrency";
     EXPECT_EQ(defaults.database.startup_timeout, 60s);
-    EXPECT_EQ(defaults.database.connect_timeout, 10s);
-    EXPECT_EQ(defaults.database.call_timeout, 15s);
+    EXPECT_EQ(defaults.database.connect_timeout, 5s);
+    EXPECT_EQ(defaults.database.call_timeout, 10s);
     const std::map<std::string, std::string> vars{
         {"OUTBOX_ABANDON_GRACE", "3s"},          {"OUTBOX_MAX_ABANDONED_THREADS", "2"},
         {"OUTBOX_DATABASE_STARTUP_TIMEOUT", "0"}, {"OUTBOX_DATABASE_CONNECT_TIMEOUT", "4s"},

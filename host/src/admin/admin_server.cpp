@@ -75,31 +75,9 @@ struct Route {
 
 }  // namespace
 
-std::optional<ListenAddress> parse_listen_address(const std::string& text) {
-    if (text == "off") return std::nullopt;
-    const auto colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-        throw std::invalid_argument("expected off or host:port, e.g. 127.0.0.1:8080");
-    }
-    std::string host = text.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    const std::string_view port_text = std::string_view(text).substr(colon + 1);
-    int port = -1;
-    const auto [end, error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (host.empty() || error != std::errc{} || end != port_text.data() + port_text.size() || port < 0 ||
-        port > 65535) {
-        throw std::invalid_argument("expected off or host:port with a port from 0 to 65535, e.g. 127.0.0.1:8080");
-    }
-    return ListenAddress{std::move(host), port};
-}
-
 AdminOptions AdminOptions::from(const config::Config& config, const std::string& host_id) {
     AdminOptions o;
-    try {
-        if (auto listen = parse_listen_address(config.admin.listen)) o.listen = *listen;
-    } catch (const std::invalid_argument& e) {
-        throw config::ConfigError("admin.listen = \"" + config.admin.listen + "\": " + e.what());
-    }
+    if (config.admin.listen_address) o.listen = *config.admin.listen_address;
     o.database_url = config.database.url;
     o.host_id = host_id;
     o.processing_enabled = config.outbox.enabled;

@@ -15,14 +15,7 @@
 
 namespace outbox::admin {
 
-struct ListenAddress {
-    std::string host;  // an IP address or name; IPv6 without brackets
-    int port = 0;      // 0: any free port (tests)
-};
-
-/// Parses admin.listen: "host:port" or "[v6]:port"; nullopt for "off".
-/// Throws std::invalid_argument for anything else.
-std::optional<ListenAddress> parse_listen_address(const std::string& text);
+using ListenAddress = config::ListenAddress;  // parsed once, by the configuration
 
 /// The admin listener could not start (the address is named in what()).
 class AdminStartError : public std::runtime_error {

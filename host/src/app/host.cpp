@@ -119,7 +119,7 @@ bool Host::start(std::stop_token stop) {
 
     // Read before anything else starts: an unreadable JWT key file is a configuration error.
     std::optional<admin::AdminOptions> admin_options;
-    if (config_.admin.listen != "off") {
+    if (config_.admin.listen_address) {
         try {
             admin_options = admin::AdminOptions::from(config_, host_id_);
         } catch (const config::ConfigError& e) {
@@ -195,6 +195,9 @@ int Host::stop() {
     if (stopped_) return exit_code_;
     stopped_ = true;
     watcher_ready_ = nullptr;
+    // Stopped at once, joined later: its last write (the host's row marked stopped) runs
+    // while the runtime drains instead of after it.
+    registry_thread_.request_stop();
     if (watcher_thread_.joinable()) {
         watcher_thread_.request_stop();
         watcher_thread_.join();
@@ -204,10 +207,7 @@ int Host::stop() {
         retention_thread_.join();
     }
     const bool clean = runtime_ ? runtime_->stop() : true;
-    if (registry_thread_.joinable()) {
-        registry_thread_.request_stop();
-        registry_thread_.join();
-    }
+    if (registry_thread_.joinable()) registry_thread_.join();
     if (admin_server_) admin_server_->stop();
     exit_code_ = clean && !(runtime_ && runtime_->exhausted()) ? 0 : 3;
     threads_stuck_ = !clean;

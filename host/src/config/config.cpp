@@ -124,16 +124,19 @@ std::string to_choice(const Value& v, std::initializer_list<std::string_view> ch
     fail(v, "expected one of " + allowed);
 }
 
-std::string to_listen(const Value& v) {
+// The one parser of admin.listen: "off", "host:port" or "[v6]:port".
+std::optional<ListenAddress> to_listen(const Value& v) {
     const std::string& text = v.raw.text;
-    if (text == "off") return text;
+    if (text == "off") return std::nullopt;
     const auto colon = text.rfind(':');
     const auto port =
         colon == std::string::npos ? std::nullopt : parse_number<int>(std::string_view(text).substr(colon + 1));
-    if (colon == 0 || !port || *port < 1 || *port > 65535) {
+    std::string host = colon == std::string::npos ? std::string() : text.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.empty() || !port || *port < 1 || *port > 65535) {
         fail(v, "expected off or host:port with a port from 1 to 65535, e.g. 127.0.0.1:8080");
     }
-    return text;
+    return ListenAddress{std::move(host), *port};
 }
 
 double to_rate(const Value& v) {
@@ -194,7 +197,11 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.outbox.retention = to_duration(v, 1min, 24h * 3650); }},
     Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; }},
     Setting{"plugins.dir", "OUTBOX_PLUGIN_DIR", [](Config& c, const Value& v) { c.plugins.dir = v.raw.text; }},
-    Setting{"admin.listen", "OUTBOX_ADMIN_LISTEN", [](Config& c, const Value& v) { c.admin.listen = to_listen(v); }},
+    Setting{"admin.listen", "OUTBOX_ADMIN_LISTEN",
+            [](Config& c, const Value& v) {
+                c.admin.listen_address = to_listen(v);
+                c.admin.listen = v.raw.text;
+            }},
     Setting{"admin.jwt_public_key_file", "OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE",
             [](Config& c, const Value& v) { c.admin.jwt_public_key_file = v.raw.text; }},
     Setting{"admin.jwt_issuer", "OUTBOX_ADMIN_JWT_ISSUER",

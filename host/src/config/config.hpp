@@ -21,6 +21,12 @@ public:
     explicit ConfigError(const std::string& message);
 };
 
+/// Where the admin listener binds.
+struct ListenAddress {
+    std::string host;  // an IP address or name; IPv6 without brackets
+    int port = 0;      // 0: any free port (tests only; the file and environment need 1..65535)
+};
+
 struct HandlerSettings {
     std::optional<int> max_concurrency;         // fleet-wide calls in flight
     std::optional<double> rate_limit_per_second;  // fleet-wide call starts per second
@@ -34,10 +40,10 @@ struct Config {
     struct Database {
         std::string url;  // empty: libpq's defaults (PGHOST, PGDATABASE, ...)
         int pool_size = 4;
-        milliseconds connect_timeout{std::chrono::seconds{10}};
+        milliseconds connect_timeout{std::chrono::seconds{5}};
         milliseconds keepalives_idle{std::chrono::seconds{10}};
         milliseconds tcp_user_timeout{std::chrono::seconds{20}};
-        milliseconds call_timeout{std::chrono::seconds{15}};  // host-kept bound of one database call
+        milliseconds call_timeout{std::chrono::seconds{10}};  // host-kept bound of one database call
         milliseconds startup_timeout{std::chrono::seconds{60}};  // 0: fail at once
     } database;
     struct Outbox {
@@ -60,7 +66,8 @@ struct Config {
         std::string dir = "/usr/lib/outboxd/plugins";
     } plugins;
     struct Admin {
-        std::string listen = "127.0.0.1:8080";  // "off" disables the listener
+        std::string listen = "127.0.0.1:8080";  // as written, for messages; "off" disables the listener
+        std::optional<ListenAddress> listen_address = ListenAddress{"127.0.0.1", 8080};  // parsed once; none: off
         std::string jwt_secret;                 // OUTBOX_ADMIN_JWT_SECRET only, never from YAML
         std::string jwt_public_key_file;        // RS256 public key (PEM)
         std::string jwt_issuer;

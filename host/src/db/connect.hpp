@@ -12,13 +12,13 @@ namespace outbox::db {
 /// timeouts catch a server that is down or a peer whose kernel is gone; a peer that still
 /// acknowledges while nothing answers (a stopped proxy) is caught by CallGuard instead.
 struct ConnectionSettings {
-    std::chrono::milliseconds connect_timeout{std::chrono::seconds{10}};
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds{5}};
     std::chrono::milliseconds keepalives_idle{std::chrono::seconds{10}};
     std::chrono::milliseconds keepalives_interval{std::chrono::seconds{5}};
     int keepalives_count = 3;
     std::chrono::milliseconds tcp_user_timeout{std::chrono::seconds{20}};
     /// The longest one database call may take before the host shuts its socket down.
-    std::chrono::milliseconds call_timeout{std::chrono::seconds{20}};
+    std::chrono::milliseconds call_timeout{std::chrono::seconds{10}};
     std::string application_name = "outboxd";
 };
 

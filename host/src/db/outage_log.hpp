@@ -17,6 +17,11 @@ public:
     /// the outage began proves nothing (a server shutting down still answers on some
     /// connections for a moment), so only a newer one ends the outage.
     void succeeded(std::chrono::steady_clock::time_point connected_at = std::chrono::steady_clock::now());
+    /// The database is known to be unreachable right now.
+    [[nodiscard]] bool down() {
+        std::lock_guard lock(mutex_);
+        return down_;
+    }
 
 private:
     std::mutex mutex_;

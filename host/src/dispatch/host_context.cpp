@@ -44,9 +44,13 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
         throw sdk::NonRetryableError(failure_->second, "database transaction already failed");
     }
     if (std::chrono::steady_clock::now() >= deadline_) fail(true, "HANDLER_TIMEOUT");
+    if (lease_lost_ || hard_stop_) fail(true, "CANCELLED");
     bool unanswered = false;
     try {
-        if (!conn_) conn_.emplace(pool_.acquire(deadline_));
+        if (!conn_) {
+            conn_.emplace(pool_.acquire(
+                std::min(deadline_, std::chrono::steady_clock::now() + db::connection_settings().call_timeout)));
+        }
         // A silent server cannot hold the handler past its deadline (the guard ends the call
         // a little after the server-side statement timeout should have) nor longer than any
         // other database call (database.call_timeout), so a stop never waits on it for long.

@@ -21,8 +21,10 @@ class HostDb final : public sdk::Db {
 public:
     /// Statements run under a statement timeout of the time left until `deadline`; none
     /// starts after it (they fail at once with the retryable code HANDLER_TIMEOUT).
-    HostDb(db::ConnectionPool& pool, std::chrono::steady_clock::time_point deadline)
-        : pool_(pool), deadline_(deadline) {}
+    /// Nor after `cancel` turned true (the lease is lost or the host stops).
+    HostDb(db::ConnectionPool& pool, std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& lease_lost,
+           const std::atomic<bool>& hard_stop)
+        : pool_(pool), deadline_(deadline), lease_lost_(lease_lost), hard_stop_(hard_stop) {}
     ~HostDb() override;
     HostDb(const HostDb&) = delete;
     HostDb& operator=(const HostDb&) = delete;
@@ -48,6 +50,8 @@ private:
 
     db::ConnectionPool& pool_;
     const std::chrono::steady_clock::time_point deadline_;
+    const std::atomic<bool>& lease_lost_;
+    const std::atomic<bool>& hard_stop_;
     std::chrono::steady_clock::time_point limit_set_at_{};  // when statement_timeout was last set
     std::optional<db::ConnectionPool::Handle> conn_;
     // BEGIN and COMMIT are sent by hand so that the COMMIT can share a round trip with the

@@ -15,6 +15,9 @@ namespace {
 constexpr auto kDeadlineWatchInterval = std::chrono::milliseconds{100};
 // After shutdown_timeout the running calls are cancelled; this long after, abandoned.
 constexpr auto kCancelGrace = std::chrono::seconds{5};
+// How long a stop keeps trying to store outcomes while the database is unreachable (their
+// leases then expire and the events are retried).
+constexpr auto kStoreOutcomesGrace = std::chrono::seconds{5};
 }  // namespace
 
 RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::string& host_id) {
@@ -45,7 +48,7 @@ Runtime::~Runtime() {
 void Runtime::start() {
     if (started_) return;
     started_ = true;
-    completer_thread_ = std::jthread([this](std::stop_token stop) { completer_.run(stop, std::chrono::seconds{10}); });
+    completer_thread_ = std::jthread([this](std::stop_token stop) { completer_.run(stop, kStoreOutcomesGrace); });
     heartbeat_ = std::jthread([this](std::stop_token stop) {
         Heartbeat(options_.database_url, outage_, in_flight_, metrics_, options_.lease_duration,
                   options_.heartbeat_interval())
@@ -147,6 +150,13 @@ void Runtime::release_unstarted(std::vector<Work> unstarted, std::chrono::steady
     if (unstarted.empty()) return;
     std::vector<lease::LeaseRef> leases;
     for (const auto& work : unstarted) leases.push_back(work.flight->lease);
+    if (outage_.down()) {
+        // Trying would only spend the stop's time budget: their leases expire instead.
+        log::warn(std::to_string(leases.size()) + " claimed event(s) not given back (the database is unreachable); "
+                  "they are claimable again when their leases expire");
+        for (const auto& ref : leases) in_flight_.remove(ref);
+        return;
+    }
     db::DbSession session(options_.database_url, "shutdown", outage_);
     std::stop_source never;
     // Not giving them back only delays them until their leases expire.
