@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include <pqxx/notification>
@@ -148,7 +149,10 @@ auto FleetLimiter::with_connection(Work&& work) -> std::optional<decltype(work(s
         const bool reused = conn.conn && conn.conn->is_open();
         try {
             if (!reused) conn = Conn{open_limiter_connection(url_), std::chrono::steady_clock::now()};
-            auto result = work(*conn.conn);
+            auto result = [&] {
+                db::CallGuard guard(*conn.conn);
+                return work(*conn.conn);
+            }();
             outage_.succeeded(conn.opened);
             std::lock_guard lock(mutex_);
             if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
@@ -301,13 +305,20 @@ void FleetLimiter::renew_loop(std::stop_token stop) {
         try {
             const auto opened = std::chrono::steady_clock::now();
             auto conn = open_limiter_connection(url_);
+            // Bounds LISTEN, each renewal, and the receiver's UNLISTEN when it is destroyed
+            // (declared before it, so destroyed after it): a silent server holds nothing.
+            std::optional<db::CallGuard> guard;
+            guard.emplace(*conn);
             Receiver receiver(*conn, *this);
             conn->get_notifs();  // sends LISTEN
+            guard.reset();
             bool reconnected = true;
             auto next_renewal = std::chrono::steady_clock::now();
             while (!stop.stop_requested()) {
                 if (std::chrono::steady_clock::now() >= next_renewal) {
+                    guard.emplace(*conn);
                     renew(*conn);
+                    guard.reset();
                     outage_.succeeded(opened);
                     backoff.reset();
                     next_renewal = std::chrono::steady_clock::now() + options_.renew_interval;
@@ -324,6 +335,7 @@ void FleetLimiter::renew_loop(std::stop_token stop) {
                 }
                 conn->await_notification(0, 200'000);
             }
+            guard.emplace(*conn, std::chrono::steady_clock::now() + std::chrono::seconds{1});
         } catch (...) {
             outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
             db::sleep_for(backoff.next(), stop);

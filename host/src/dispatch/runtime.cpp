@@ -192,6 +192,9 @@ bool Runtime::stop() {
     stopped_ = true;
     stopping_ = true;
     const auto shutdown_deadline = std::chrono::steady_clock::now() + options_.shutdown_timeout;
+    // Workers take nothing new from here, even while the scheduler is still inside a
+    // database call (up to database.call_timeout).
+    std::vector<Work> unstarted = queue_.close();
     scheduler_.request_stop();
     listener_.request_stop();
     rescuer_.request_stop();
@@ -202,7 +205,8 @@ bool Runtime::stop() {
     deadline_watch_.request_stop();
     if (deadline_watch_.joinable()) deadline_watch_.join();
 
-    release_unstarted(queue_.close(), shutdown_deadline);
+    for (auto& late : queue_.close()) unstarted.push_back(std::move(late));  // claimed while stopping
+    release_unstarted(std::move(unstarted), shutdown_deadline);
 
     if (!queue_.wait_idle(shutdown_deadline)) {
         log::warn(std::to_string(queue_.busy()) +

@@ -1,6 +1,9 @@
 #include "dispatch/wakeup_listener.hpp"
 
 #include <algorithm>
+#include <optional>
+
+#include "db/connect.hpp"
 
 #include <pqxx/notification>
 
@@ -28,12 +31,18 @@ void WakeupListener::run(std::stop_token stop) {
     while (!stop.stop_requested()) {
         try {
             auto conn = db::open_connection(url_);
+            // Bounds the receiver's LISTEN, and its UNLISTEN when it is destroyed (declared
+            // before it, so destroyed after it): a silent server must not hold a stop.
+            std::optional<db::CallGuard> guard;
+            guard.emplace(*conn);
             Receiver receiver(*conn, handlers_, wakeup_);
             conn->get_notifs();  // sends LISTEN
+            guard.reset();
             outage_.succeeded();
             backoff.reset();
             wakeup_.notify();
             while (!stop.stop_requested()) conn->await_notification(0, 200'000);
+            guard.emplace(*conn, std::chrono::steady_clock::now() + std::chrono::seconds{1});
         } catch (...) {
             const db::DbFailure failure = db::classify_db_error(std::current_exception());
             outage_.failed("wake-up listener", failure);

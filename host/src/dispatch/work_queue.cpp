@@ -26,14 +26,14 @@ std::optional<Work> WorkQueue::pop(Lane lane) {
     std::unique_lock lock(mutex_);
     if (lane == Lane::Suspect) {
         changed_.wait(lock, [&] { return closed_ || suspect_.has_value(); });
-        if (!suspect_) return std::nullopt;
+        if (closed_ || !suspect_) return std::nullopt;
         std::optional<Work> item = std::move(suspect_);
         suspect_.reset();
         suspect_busy_ = true;
         return item;
     }
     changed_.wait(lock, [&] { return closed_ || !items_.empty(); });
-    if (items_.empty()) return std::nullopt;
+    if (closed_ || items_.empty()) return std::nullopt;
     Work item = std::move(items_.front());
     items_.pop_front();
     ++busy_;

@@ -43,7 +43,8 @@ public:
     void done(const Work& work) { done(work.claimed.event.type, work.suspect); }
     /// Frees the slot of a worker that ran an event of `event_type` (in the suspect lane or not).
     void done(const std::string& event_type, bool suspect);
-    /// Stops handing out work and returns the items no worker started.
+    /// Stops handing out work at once and returns the items no worker started; items
+    /// pushed later stay queued for the next close().
     std::vector<Work> close();
     /// Waits until no worker is busy; false on timeout.
     bool wait_idle(std::chrono::steady_clock::time_point deadline);
