@@ -49,7 +49,9 @@ port_in_use() {
 free_port() {
   local port attempt
   for attempt in $(seq 1 100); do
-    port=$((20000 + RANDOM % 40000))
+    # Below Linux's ephemeral range (32768-60999), where outgoing connections could take
+    # the port between this check and the bind.
+    port=$((10000 + RANDOM % 22000))
     if ! port_in_use "$port"; then
       echo "$port"
       return 0

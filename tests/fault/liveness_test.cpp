@@ -6,6 +6,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include <httplib.h>
 
 #include "fault/fault_fixture.hpp"
@@ -216,7 +218,12 @@ TEST(Liveness, APathToTheDatabaseThatGoesSilentIsNoticedAndSurvived) {
     std::vector<int> admin_ports;
     std::vector<std::unique_ptr<ChildProcess>> hosts;
     for (const auto& name : names) {
-        admin_ports.push_back(free_port());
+        // A port chosen for the other host may not be bound yet: never pick it twice.
+        int port = free_port();
+        while (port == proxy.port() || std::find(admin_ports.begin(), admin_ports.end(), port) != admin_ports.end()) {
+            port = free_port();
+        }
+        admin_ports.push_back(port);
         hosts.push_back(fleet.start(name, {{"OUTBOX_DATABASE_URL", proxied},
                                            {"OUTBOX_ADMIN_LISTEN", "127.0.0.1:" + std::to_string(admin_ports.back())},
                                            {"OUTBOX_LEASE_DURATION", "6s"},

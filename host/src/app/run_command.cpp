@@ -14,8 +14,11 @@
 namespace outbox::app {
 namespace {
 // After outbox.shutdown_timeout a stop still cancels running calls (5 s), abandons what
-// ignores that and stores the outcomes; this is how long that may take.
-constexpr std::chrono::seconds kStopMargin{20};
+// ignores that, lets bookkeeping calls finish (each bounded by the connection timeouts)
+// and stores the outcomes (5 s); this is how long all that may take.
+std::chrono::milliseconds stop_margin(const config::Config& config) {
+    return std::chrono::seconds{15} + 2 * config.database.call_timeout + config.database.connect_timeout;
+}
 }  // namespace
 
 int run_command(const config::Config& config, bool migrate_first) {
@@ -81,13 +84,14 @@ int run_command(const config::Config& config, bool migrate_first) {
     }
     // A stop that overruns its bound (outbox.shutdown_timeout for handlers, then the cancel
     // grace and storing outcomes) is itself a hang: end the process with code 3.
-    std::jthread stop_watchdog([bound = config.outbox.shutdown_timeout + kStopMargin](std::stop_token done) {
+    std::jthread stop_watchdog([bound = config.outbox.shutdown_timeout + stop_margin(config),
+                                margin = stop_margin(config)](std::stop_token done) {
         std::mutex mutex;
         std::condition_variable_any cv;
         std::unique_lock lock(mutex);
         if (cv.wait_for(lock, done, bound, [] { return false; }) || done.stop_requested()) return;
         log::error("stopping took longer than outbox.shutdown_timeout plus " +
-                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kStopMargin).count()) +
+                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(margin).count()) +
                    "s; exiting with code 3");
         spdlog::default_logger_raw()->flush();
         std::_Exit(3);

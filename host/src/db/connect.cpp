@@ -1,6 +1,8 @@
 #include "db/connect.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <map>
@@ -41,14 +43,24 @@ public:
         return watchdog;
     }
 
+    // The watchdog works on its own duplicate of the descriptor: shutting the duplicate
+    // down ends the connection's socket, and its number can never have been reused for
+    // another file meanwhile (libpq may close its own descriptor inside the call).
     std::uint64_t add(int fd, std::chrono::steady_clock::time_point deadline) {
+        const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (own < 0) return 0;
         std::uint64_t id = 0;
         {
             std::lock_guard lock(mutex_);
+            try {
+                if (!thread_.joinable()) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+            } catch (...) {
+                ::close(own);
+                throw;
+            }
             id = ++next_id_;
-            calls_.emplace(id, Call{fd, deadline, false});
+            calls_.emplace(id, Call{own, deadline, false});
             ++generation_;
-            if (!thread_.joinable()) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
         }
         changed_.notify_all();
         return id;
@@ -59,6 +71,7 @@ public:
         const auto found = calls_.find(id);
         if (found == calls_.end()) return false;
         const bool fired = found->second.fired;
+        ::close(found->second.fd);
         calls_.erase(found);
         return fired;
     }
@@ -84,8 +97,6 @@ private:
             for (auto& [id, call] : calls_) {
                 if (call.fired) continue;
                 if (call.deadline <= now) {
-                    // Under the mutex: the guard (and so the connection owning fd) is still
-                    // alive, because its destructor must take the mutex to unregister.
                     ::shutdown(call.fd, SHUT_RDWR);
                     call.fired = true;
                 } else {

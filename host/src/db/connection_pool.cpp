@@ -1,5 +1,7 @@
 #include "db/connection_pool.hpp"
 
+#include <sys/socket.h>
+
 #include <pqxx/except>
 
 namespace outbox::db {
@@ -42,7 +44,13 @@ void ConnectionPool::give_back(std::unique_ptr<Pooled> conn) noexcept {
 }
 
 ConnectionPool::Handle::~Handle() {
-    if (pool_ != nullptr) pool_->give_back(std::move(conn_));
+    if (pool_ != nullptr && !forfeited_) pool_->give_back(std::move(conn_));
+}
+
+void ConnectionPool::Handle::forfeit() noexcept {
+    if (forfeited_.exchange(true)) return;
+    if (conn_ && conn_->conn && conn_->conn->sock() >= 0) ::shutdown(conn_->conn->sock(), SHUT_RDWR);
+    if (pool_ != nullptr) pool_->give_back(nullptr);
 }
 
 std::optional<std::string> ConnectionPool::Handle::prepared(std::string_view sql) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <stop_token>
@@ -42,7 +43,9 @@ public:
         Handle(ConnectionPool* pool, std::unique_ptr<Pooled> conn) noexcept : pool_(pool), conn_(std::move(conn)) {}
         ~Handle();
         // The moved-from handle must not give its slot back a second time.
-        Handle(Handle&& other) noexcept : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)) {}
+        Handle(Handle&& other) noexcept
+            : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)),
+              forfeited_(other.forfeited_.load()) {}
         Handle& operator=(Handle&&) = delete;
         Handle(const Handle&) = delete;
         Handle& operator=(const Handle&) = delete;
@@ -58,10 +61,16 @@ public:
         std::optional<std::string> prepared(std::string_view sql);
         /// Forgets a statement prepared through prepared() (its cached plan went stale).
         void forget(std::string_view sql) noexcept;
+        /// From another thread, while the owner may be blocked on the connection (an
+        /// abandoned handler call): shuts its socket down, so the server ends the session
+        /// and its transaction's locks, and gives the slot back now. The owner's later
+        /// destruction then gives nothing back.
+        void forfeit() noexcept;
 
     private:
         ConnectionPool* pool_;
         std::unique_ptr<Pooled> conn_;
+        std::atomic<bool> forfeited_{false};
     };
 
     ConnectionPool(std::string url, int size);

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -49,10 +50,11 @@ public:
     DbSession(std::string url, std::string component, OutageLog& outage)
         : url_(std::move(url)), component_(std::move(component)), outage_(outage) {}
 
-    /// Runs `work(connection)`. Returns true when it succeeded; false after a failure (then
-    /// it has already waited its backoff, unless stopped).
+    /// Runs `work(connection)` under one host-kept deadline of `bound` (database.call_timeout
+    /// when not given). Returns true when it succeeded; false after a failure (then it has
+    /// already waited its backoff, unless stopped).
     template <class Work>
-    bool run(Work&& work, std::stop_token stop) {
+    bool run(Work&& work, std::stop_token stop, std::optional<std::chrono::milliseconds> bound = std::nullopt) {
         const bool reused = conn_ && conn_->is_open();
         bool unanswered = false;
         try {
@@ -67,7 +69,7 @@ public:
                                                   std::to_string(settings.call_timeout.count() * 3 / 4));
             }
             {
-                CallGuard guard(*conn_, std::chrono::steady_clock::now() + settings.call_timeout);
+                CallGuard guard(*conn_, std::chrono::steady_clock::now() + bound.value_or(settings.call_timeout));
                 try {
                     work(*conn_);
                 } catch (...) {
@@ -98,7 +100,7 @@ public:
                 // server is back: not an outage. Retry at once on a new connection (no longer
                 // `reused`, so at most once); only its failure counts.
                 conn_.reset();
-                return run(std::forward<Work>(work), stop);
+                return run(std::forward<Work>(work), stop, bound);
             }
             if (failure.kind == DbFailureKind::ConnectionBroken || failure.kind == DbFailureKind::InDoubt) {
                 conn_.reset();

@@ -70,6 +70,7 @@ bool wait_or_give_up(std::chrono::microseconds delay, const std::function<bool()
 
 std::unique_ptr<pqxx::connection> open_limiter_connection(const std::string& url) {
     auto conn = db::open_connection(url);
+    db::CallGuard guard(*conn);
     pqxx::nontransaction(*conn).exec(kSetApplicationNameSql);
     return conn;
 }
@@ -312,6 +313,8 @@ void FleetLimiter::renew_loop(std::stop_token stop) {
             Receiver receiver(*conn, *this);
             conn->get_notifs();  // sends LISTEN
             guard.reset();
+            // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.
+            if (!conn->is_open()) throw pqxx::broken_connection("LISTEN got no answer");
             bool reconnected = true;
             auto next_renewal = std::chrono::steady_clock::now();
             while (!stop.stop_requested()) {

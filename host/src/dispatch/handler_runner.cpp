@@ -95,7 +95,7 @@ HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& cla
     const auto started = std::chrono::steady_clock::now();
     const auto deadline = started + entry.settings.timeout.value_or(kDefaultTimeout);
     HandlerRun run;
-    HostDb db(pool, deadline, flight.lost, hard_stop);
+    HostDb db(pool, deadline, flight, hard_stop);
     HostContext ctx(db, flight.lost, hard_stop, deadline, entry.settings.config_json, claimed.event.id,
                     claimed.event.type, entry.name, claimed.event.attempt);
     flight.call_started(deadline + abandon_grace);

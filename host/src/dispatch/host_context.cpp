@@ -26,7 +26,11 @@ void HostDb::fail(bool retryable, std::string code) {
 void HostDb::limit_statement_time() {
     const auto now = std::chrono::steady_clock::now();
     if (tx_ && now - limit_set_at_ <= std::chrono::seconds{1}) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now).count();
+    // Also under the host's guard (call_timeout), so the server, not the guard, ends a slow
+    // statement and the connection survives.
+    const auto left = std::min<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now).count(),
+        db::connection_settings().call_timeout.count() * 3 / 4);
     const std::string limit = "SET LOCAL statement_timeout = " + std::to_string(std::max<long long>(1, left));
     if (!tx_) {
         tx_ = std::make_unique<pqxx::nontransaction>(**conn_);
@@ -50,6 +54,7 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
         if (!conn_) {
             conn_.emplace(pool_.acquire(
                 std::min(deadline_, std::chrono::steady_clock::now() + db::connection_settings().call_timeout)));
+            flight_.attach_connection(&*conn_);
         }
         // A silent server cannot hold the handler past its deadline (the guard ends the call
         // a little after the server-side statement timeout should have) nor longer than any
@@ -104,29 +109,41 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
 }
 
 void HostDb::commit_with(const std::string& last_statement) {
-    db::CallGuard guard(**conn_);
-    tx_->exec(last_statement + "; COMMIT");
+    {
+        db::CallGuard guard(**conn_);
+        // The handler's last statement limit may be nearly spent: the fence gets its own.
+        tx_->exec("SET LOCAL statement_timeout = " +
+                  std::to_string(db::connection_settings().call_timeout.count() * 3 / 4) + "; " + last_statement +
+                  "; COMMIT");
+    }
     tx_.reset();
+    release_connection(false);
+}
+
+void HostDb::release_connection(bool drop) noexcept {
+    if (!conn_) return;
+    flight_.detach_connection();
+    if (drop) conn_->discard();
     conn_.reset();
 }
 
 void HostDb::rollback() noexcept {
+    bool drop = false;
     if (tx_) {
         try {
             db::CallGuard guard(**conn_);
             tx_->exec0("ROLLBACK");
         } catch (...) {
-            if (conn_) conn_->discard();
+            drop = true;
         }
         tx_.reset();
     }
-    conn_.reset();
+    release_connection(drop);
 }
 
 void HostDb::discard() noexcept {
     tx_.reset();
-    if (conn_) conn_->discard();
-    conn_.reset();
+    release_connection(true);
 }
 
 void HostContext::log(sdk::LogLevel level, std::string_view message) {

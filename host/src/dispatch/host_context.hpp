@@ -9,6 +9,7 @@
 #include <pqxx/nontransaction>
 
 #include "db/connection_pool.hpp"
+#include "dispatch/in_flight.hpp"
 #include "outbox/sdk/context.hpp"
 #include "outbox/sdk/errors.hpp"
 
@@ -22,9 +23,11 @@ public:
     /// Statements run under a statement timeout of the time left until `deadline`; none
     /// starts after it (they fail at once with the retryable code HANDLER_TIMEOUT).
     /// Nor after `cancel` turned true (the lease is lost or the host stops).
-    HostDb(db::ConnectionPool& pool, std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& lease_lost,
+    /// The open transaction's connection is registered with `flight`, so an abandoned
+    /// call's session can be ended by the host.
+    HostDb(db::ConnectionPool& pool, std::chrono::steady_clock::time_point deadline, InFlight& flight,
            const std::atomic<bool>& hard_stop)
-        : pool_(pool), deadline_(deadline), lease_lost_(lease_lost), hard_stop_(hard_stop) {}
+        : pool_(pool), deadline_(deadline), flight_(flight), lease_lost_(flight.lost), hard_stop_(hard_stop) {}
     ~HostDb() override;
     HostDb(const HostDb&) = delete;
     HostDb& operator=(const HostDb&) = delete;
@@ -46,10 +49,13 @@ public:
 
 private:
     [[noreturn]] void fail(bool retryable, std::string code);
+    /// Gives the connection back (or drops it), unregistered from the flight first.
+    void release_connection(bool drop) noexcept;
     void limit_statement_time();
 
     db::ConnectionPool& pool_;
     const std::chrono::steady_clock::time_point deadline_;
+    InFlight& flight_;
     const std::atomic<bool>& lease_lost_;
     const std::atomic<bool>& hard_stop_;
     std::chrono::steady_clock::time_point limit_set_at_{};  // when statement_timeout was last set

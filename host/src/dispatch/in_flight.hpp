@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "db/connection_pool.hpp"
 #include "lease/lease_store.hpp"
 
 namespace outbox::dispatch {
@@ -44,6 +45,22 @@ struct InFlight {
         Call running = Call::Running;
         return call_.compare_exchange_strong(running, Call::Abandoned);
     }
+    /// The pooled connection of the running call's ctx.db() transaction, while it has one.
+    void attach_connection(db::ConnectionPool::Handle* handle) {
+        std::lock_guard lock(db_mutex_);
+        db_ = handle;
+    }
+    void detach_connection() {
+        std::lock_guard lock(db_mutex_);
+        db_ = nullptr;
+    }
+    /// An abandoned call must not keep its connection, transaction and locks while its
+    /// thread is stuck: the session is ended and the pool slot given back.
+    void forfeit_connection() {
+        std::lock_guard lock(db_mutex_);
+        if (db_ != nullptr) db_->forfeit();
+    }
+
     /// At a stop that cannot wait any longer: abandons the running call whatever its deadline.
     bool force_abandon() noexcept {
         Call running = Call::Running;
@@ -52,6 +69,8 @@ struct InFlight {
 
 private:
     std::atomic<Call> call_{Call::Idle};
+    std::mutex db_mutex_;
+    db::ConnectionPool::Handle* db_ = nullptr;
     std::atomic<std::chrono::steady_clock::rep> abandon_at_{0};
 };
 

@@ -76,6 +76,12 @@ void Runtime::start() {
 void Runtime::spawn_worker(WorkQueue::Lane lane) {
     auto finished = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard lock(workers_mutex_);
+    // Threads of abandoned calls that returned since are joined here, not only at stop.
+    std::erase_if(workers_, [](WorkerThread& worker) {
+        if (!worker.finished->load()) return false;
+        worker.thread.join();
+        return true;
+    });
     workers_.push_back({std::thread([this, finished, lane] { work_loop(finished, lane); }), finished});
 }
 
@@ -110,18 +116,35 @@ void Runtime::watch_deadlines(std::stop_token stop) {
     while (db::sleep_for(kDeadlineWatchInterval, stop)) {
         const auto now = std::chrono::steady_clock::now();
         for (const auto& flight : in_flight_.snapshot()) {
-            if (flight->try_abandon(now)) abandon(*flight, true);
+            if (!flight->try_abandon(now)) continue;
+            try {
+                abandon(*flight, true);
+            } catch (const std::exception&) {
+                // No thread to replace the stuck one (a process or memory limit): the host
+                // cannot keep its concurrency, so it stops as when too many are stuck.
+                if (!exhausted_.exchange(true)) {
+                    log::error("cannot start a thread to replace an abandoned handler call; this host stops claiming "
+                               "and exits with code 3");
+                    scheduler_.request_stop();
+                    if (on_exhausted_) on_exhausted_();
+                }
+            }
         }
     }
 }
 
 void Runtime::abandon(InFlight& flight, bool replace_thread) {
+    flight.forfeit_connection();
     queue_.done(flight.event_type, flight.suspect);
-    const core::HandlerOutcome timeout{core::HandlerOutcome::Kind::Retry, "HANDLER_TIMEOUT", std::nullopt};
-    const auto transition = core::decide_transition({timeout}, flight.attempt, options_.max_attempts, policy_,
-                                                    std::chrono::system_clock::now(), unit_random());
-    flight.finishing = true;
-    completer_.submit(lease::Finish{flight.lease, *transition, {}});
+    if (flight.lost) {
+        in_flight_.remove(flight.lease);  // another host owns the event: nothing to store
+    } else {
+        const core::HandlerOutcome timeout{core::HandlerOutcome::Kind::Retry, "HANDLER_TIMEOUT", std::nullopt};
+        const auto transition = core::decide_transition({timeout}, flight.attempt, options_.max_attempts, policy_,
+                                                        std::chrono::system_clock::now(), unit_random());
+        flight.finishing = true;
+        completer_.submit(lease::Finish{flight.lease, *transition, {}});
+    }
     const int stuck = ++abandoned_;
     metrics_.abandoned_threads(stuck);
     log::error("a handler call did not return by its deadline plus outbox.abandon_grace; abandoned it (" +
@@ -216,6 +239,9 @@ bool Runtime::stop() {
             for (const auto& flight : in_flight_.snapshot()) {
                 if (flight->force_abandon()) abandon(*flight, false);
             }
+            // Workers outside handle() (committing, re-reading, giving back) are bounded by
+            // their database calls' deadlines: let them store what they have.
+            queue_.wait_idle(std::chrono::steady_clock::now() + db::connection_settings().call_timeout);
         }
     }
 

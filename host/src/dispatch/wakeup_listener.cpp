@@ -38,6 +38,8 @@ void WakeupListener::run(std::stop_token stop) {
             Receiver receiver(*conn, handlers_, wakeup_);
             conn->get_notifs();  // sends LISTEN
             guard.reset();
+            // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.
+            if (!conn->is_open()) throw pqxx::broken_connection("LISTEN got no answer");
             outage_.succeeded();
             backoff.reset();
             wakeup_.notify();

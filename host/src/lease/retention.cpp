@@ -25,6 +25,13 @@ WHERE event_id IN (
 
 }  // namespace
 
+namespace {
+// A pass stops between batches once it has run this long; a batch may then still take its
+// statement timeout (30 s).
+constexpr auto kPassBudget = std::chrono::minutes{2};
+constexpr auto kPassBound = std::chrono::milliseconds{kPassBudget + std::chrono::seconds{35}};
+}  // namespace
+
 std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_token stop,
                                              std::optional<std::string> now) const {
     {
@@ -32,6 +39,7 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
         if (!tx.exec_params1("SELECT pg_try_advisory_lock($1)", kLockKey)[0].as<bool>()) return std::nullopt;
     }
     long long deleted = 0;
+    const auto started = std::chrono::steady_clock::now();
     try {
         for (;;) {
             pqxx::work tx(conn);
@@ -40,7 +48,10 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
                                .affected_rows();
             tx.commit();
             deleted += static_cast<long long>(n);
-            if (n < static_cast<std::size_t>(batch_) || stop.stop_requested()) break;
+            if (n < static_cast<std::size_t>(batch_) || stop.stop_requested() ||
+                std::chrono::steady_clock::now() - started > kPassBudget) {
+                break;
+            }
         }
     } catch (...) {
         try {
@@ -61,7 +72,9 @@ void Retention::run(const std::string& url, db::OutageLog& outage, std::chrono::
     db::DbSession session(url, "retention", outage);
     do {
         std::optional<long long> deleted;
-        if (!session.run([&](pqxx::connection& conn) { deleted = run_once(conn, stop); }, stop)) continue;
+        // A pass deletes in batches (30 s statement timeout each) for up to kPassBudget; the
+        // host's guard bounds the whole pass.
+        if (!session.run([&](pqxx::connection& conn) { deleted = run_once(conn, stop); }, stop, kPassBound)) continue;
         if (deleted && *deleted > 0) {
             log::info("retention deleted " + std::to_string(*deleted) + " COMPLETED event(s) older than " +
                       std::to_string(retention_.count() / 1000) + "s");
