@@ -31,6 +31,15 @@ void check_accepted(const outbox::config::Config& config) {
     OUTBOX_FUZZ_CHECK(within(o.max_backoff, o.initial_backoff, 7 * 24h), "outbox.max_backoff range");
     OUTBOX_FUZZ_CHECK(o.concurrency >= 1 && o.concurrency <= 1024, "outbox.concurrency range");
     OUTBOX_FUZZ_CHECK(within(o.shutdown_timeout, 0ms, 1h), "outbox.shutdown_timeout range");
+    OUTBOX_FUZZ_CHECK(within(o.handler_timeout, 1ms, 24h), "outbox.handler_timeout range");
+    OUTBOX_FUZZ_CHECK(within(o.abandon_grace, 0ms, 1h), "outbox.abandon_grace range");
+    OUTBOX_FUZZ_CHECK(!o.max_abandoned_threads || (*o.max_abandoned_threads >= 0 && *o.max_abandoned_threads <= 1024),
+                      "outbox.max_abandoned_threads range");
+    OUTBOX_FUZZ_CHECK(within(config.database.startup_timeout, 0ms, 24h), "database.startup_timeout range");
+    OUTBOX_FUZZ_CHECK(within(config.database.call_timeout, 1s, 1h), "database.call_timeout range");
+    OUTBOX_FUZZ_CHECK(within(config.database.connect_timeout, 1s, 10min), "database.connect_timeout range");
+    OUTBOX_FUZZ_CHECK((config.admin.listen == "off") == !config.admin.listen_address.has_value(),
+                      "admin.listen and its parsed address agree");
     OUTBOX_FUZZ_CHECK(config.admin.jwt_secret.empty(), "a JWT secret never comes from the file");
     OUTBOX_FUZZ_CHECK(within(config.admin.jwt_max_lifetime, 1s, 24h), "admin.jwt_max_lifetime range");
     OUTBOX_FUZZ_CHECK(config.admin.jwt_public_key_file.empty() || !config.admin.jwt_audience.empty(),
@@ -38,7 +47,8 @@ void check_accepted(const outbox::config::Config& config) {
     for (const auto& [name, handler] : config.handlers) {
         const auto parsed = nlohmann::json::parse(handler.config_json, nullptr, false);
         OUTBOX_FUZZ_CHECK(!parsed.is_discarded() && parsed.is_object(), "handler config is a JSON object");
-        OUTBOX_FUZZ_CHECK(handler.timeout > 0ms, "handler timeout is positive");
+        OUTBOX_FUZZ_CHECK(!handler.timeout || *handler.timeout > 0ms, "handler timeout is positive");
+        OUTBOX_FUZZ_CHECK(config.handler(name).timeout.value_or(0ms) > 0ms, "a resolved handler timeout is set");
         if (handler.max_concurrency) OUTBOX_FUZZ_CHECK(*handler.max_concurrency >= 1, "max_concurrency positive");
         if (handler.rate_limit_per_second) {
             OUTBOX_FUZZ_CHECK(*handler.rate_limit_per_second > 0, "rate_limit_per_second positive");
