@@ -67,10 +67,12 @@ int run_command(const config::Config& config, bool migrate_first) {
             return host.stop();
         }
     } catch (const StartError& e) {
+        // StartError's text is outboxd's own, composed where start-up failed.
+        const std::string message = e.what();
         if (e.exit_code() == 2) {
-            std::cerr << "outboxd: " << e.what() << "\n";
+            std::cerr << "outboxd: " << message << "\n";
         } else {
-            log::error(e.what());
+            log::error(message);
         }
         host.stop();
         return e.exit_code();

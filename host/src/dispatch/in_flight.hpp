@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,23 +29,21 @@ struct InFlight {
     /// or the host when it does not return by its deadline plus outbox.abandon_grace. The
     /// compare-and-swap makes the two exclusive, so an abandoned call's late result can
     /// never be written.
-    enum class Call { Idle, Running, Returned, Abandoned };
+    enum class Call : std::uint64_t { Idle, Running, Returned, Abandoned };
 
     void call_started(std::chrono::steady_clock::time_point abandon_at) noexcept {
+        // The deadline first, then the state with a new call number: whoever reads this
+        // call's state reads at least this call's deadline.
         abandon_at_.store(abandon_at.time_since_epoch().count());
-        call_.store(Call::Running);
+        call_.store(pack(number(call_.load()) + 1, Call::Running));
     }
     /// Worker side; false when the host abandoned the call meanwhile.
-    bool call_returned() noexcept {
-        Call running = Call::Running;
-        return call_.compare_exchange_strong(running, Call::Returned);
-    }
+    bool call_returned() noexcept { return end(Call::Returned, nullptr); }
     /// Host side; true when the running call was overdue and is now abandoned.
-    bool try_abandon(std::chrono::steady_clock::time_point now) noexcept {
-        if (call_.load() != Call::Running || now.time_since_epoch().count() < abandon_at_.load()) return false;
-        Call running = Call::Running;
-        return call_.compare_exchange_strong(running, Call::Abandoned);
-    }
+    bool try_abandon(std::chrono::steady_clock::time_point now) noexcept { return end(Call::Abandoned, &now); }
+    /// At a stop that cannot wait any longer: abandons the running call whatever its deadline.
+    bool force_abandon() noexcept { return end(Call::Abandoned, nullptr); }
+
     /// The pooled connection of the running call's ctx.db() transaction, while it has one.
     void attach_connection(db::ConnectionPool::Handle* handle) {
         std::lock_guard lock(db_mutex_);
@@ -61,14 +60,22 @@ struct InFlight {
         if (db_ != nullptr) db_->forfeit();
     }
 
-    /// At a stop that cannot wait any longer: abandons the running call whatever its deadline.
-    bool force_abandon() noexcept {
-        Call running = Call::Running;
-        return call_.compare_exchange_strong(running, Call::Abandoned);
+private:
+    // The call's number and state in one word, so a compare-and-swap can only end the call
+    // it looked at, never the next handler's call of the same event.
+    static constexpr std::uint64_t pack(std::uint64_t n, Call call) noexcept {
+        return (n << 2) | static_cast<std::uint64_t>(call);
+    }
+    static constexpr std::uint64_t number(std::uint64_t word) noexcept { return word >> 2; }
+    static constexpr Call state(std::uint64_t word) noexcept { return static_cast<Call>(word & 3); }
+    bool end(Call to, const std::chrono::steady_clock::time_point* overdue_at) noexcept {
+        std::uint64_t word = call_.load();
+        if (state(word) != Call::Running) return false;
+        if (overdue_at != nullptr && overdue_at->time_since_epoch().count() < abandon_at_.load()) return false;
+        return call_.compare_exchange_strong(word, pack(number(word), to));
     }
 
-private:
-    std::atomic<Call> call_{Call::Idle};
+    std::atomic<std::uint64_t> call_{0};
     std::mutex db_mutex_;
     db::ConnectionPool::Handle* db_ = nullptr;
     std::atomic<std::chrono::steady_clock::rep> abandon_at_{0};
