@@ -44,6 +44,10 @@ int run_cli(int argc, char** argv) {
     retry->add_option("--idempotency-key", retry_args.idempotency_key,
                       "a key unique to this decision; repeating the command with it does nothing twice")
         ->required();
+    auto* config_command = app.add_subcommand("config", "configuration tools");
+    config_command->require_subcommand(1);
+    auto* reference = config_command->add_subcommand(
+        "reference", "print the configuration reference (every key, its variable, type, default) in Markdown");
     // The config option is accepted after the subcommand as well.
     for (auto* sub : {run, migrate, status, check, retry}) {
         sub->add_option("-c,--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
@@ -53,6 +57,12 @@ int run_cli(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : 2;
+    }
+    // Documentation of the settings table: no configuration is read, so it is the same
+    // whatever the environment holds.
+    if (*reference) {
+        std::cout << config::config_reference_markdown();
+        return 0;
     }
 
     config::Config config;
