@@ -8,6 +8,7 @@
 #include "app/host.hpp"
 #include "app/plugins_check.hpp"
 #include "config/config.hpp"
+#include "db/migrator.hpp"
 #include "log/log.hpp"
 
 namespace outbox::app {
@@ -15,7 +16,8 @@ namespace outbox::app {
 int run_cli(int argc, char** argv) {
     CLI::App app{"outboxd: transactional-outbox worker runtime for PostgreSQL"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION);
+    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION + " (needs database schema version " +
+                                          std::to_string(db::Migrator().latest_version()) + ")");
     std::string config_path;
     app.add_option("-c,--config", config_path, "YAML configuration file (default: defaults and OUTBOX_* environment)")
         ->check(CLI::ExistingFile);
@@ -24,6 +26,10 @@ int run_cli(int argc, char** argv) {
     bool migrate_first = false;
     run->add_flag("--migrate", migrate_first, "apply pending migrations before starting");
     auto* migrate = app.add_subcommand("migrate", "apply pending schema migrations");
+    bool offline = false;
+    migrate->add_flag("--offline", offline,
+                      "apply migrations that are not online even while hosts of an older release are live "
+                      "(refused otherwise, exit code 4)");
     auto* status = app.add_subcommand("status", "show backlog, unhandled event types and events needing review");
     auto* plugins = app.add_subcommand("plugins", "inspect plugin files");
     plugins->require_subcommand(1);
@@ -65,7 +71,7 @@ int run_cli(int argc, char** argv) {
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first);
-    if (*migrate) return migrate_command(config);
+    if (*migrate) return migrate_command(config, offline);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
     if (*check) {
