@@ -45,7 +45,8 @@ old_plugin=$prev_dir/build/tests/fixtures/libfixture_scripted.so
 
 # --- a throwaway PostgreSQL and the processes of this run, all stopped on exit ----------
 work=$(mktemp -d /tmp/outbox-upgrade.XXXXXX)
-pg_dir=$work/pg
+# Its own directory: the postgres user must reach it (pg.sh), the work directory is private.
+pg_dir=$(mktemp -d /tmp/outbox-upgrade-pg.XXXXXX)
 declare -A pids=()
 publisher_pid=
 cleanup() {
