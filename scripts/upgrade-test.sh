@@ -51,7 +51,11 @@ declare -A pids=()
 publisher_pid=
 cleanup() {
   local pid
-  [[ -n $publisher_pid ]] && kill "$publisher_pid" 2>/dev/null && wait "$publisher_pid" 2>/dev/null
+  set +e  # every step runs, whatever the one before returned
+  if [[ -n $publisher_pid ]]; then
+    kill "$publisher_pid" 2>/dev/null
+    wait "$publisher_pid" 2>/dev/null
+  fi
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do
     timeout 30 tail --pid="$pid" -f /dev/null || kill -KILL "$pid" 2>/dev/null || true
@@ -99,6 +103,10 @@ wait_for() {  # SECONDS DESCRIPTION SQL-returning-t
   done
 }
 completed() { sql "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'"; }
+# Error-level lines of host logs (both releases log "<time> error <message>"); a schema the
+# other release cannot live with shows here first, e.g. "fleet registry failed: SQL error
+# (SQLSTATE 23514)".
+error_lines() { grep -H -E '^[^ ]+ (error|critical) ' "$@" || true; }
 
 # --- the previous release's schema, and a current host refusing it -------------------
 "$old_bin" --version >&2 || true
@@ -150,6 +158,12 @@ migrated_at=$(sql "SELECT now()")
 # migration are completed while only its hosts run.
 wait_for 60 "the previous release's hosts completed 30 events published after the migration" \
   "SELECT count(*) >= 30 FROM event_publication WHERE status = 'COMPLETED' AND occurred_at > '$migrated_at'"
+sleep 2  # two more heartbeats of the old hosts on the new schema
+errors=$(error_lines "$work"/old-*.log)
+[[ -z $errors ]] || fail "a previous-release host logged an error on this release's schema (a migration is not compatible with it): $errors"
+wait_for 10 "the 3 previous-release hosts are still live in the fleet view on the new schema" \
+  "SELECT count(*) = 3 FROM outbox_host WHERE host_id LIKE 'old-%' AND stopped_at IS NULL
+     AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond'"
 
 # --- replace the hosts one at a time while events keep flowing -------------------------
 for n in 1 2 3; do
@@ -184,10 +198,12 @@ stray=$(sql "SELECT count(*) FROM scripted_effect s WHERE NOT EXISTS
 retried=$(sql "SELECT count(*) FROM event_publication WHERE attempt_count > 1")
 ((not_one == 0 && stray == 0)) || fail "$not_one of $events events do not have exactly one effect ($stray effects of unknown events)"
 ((retried > 0)) || fail "no event was retried; the stream must exercise retries"
-# No host, of either release, logged a schema problem.
+# No host, of either release, logged a schema problem or any other error.
 if grep -n -i -E 'schema is at version|needs hosts of schema|SQLSTATE (42|0A)|does not exist|undefined (column|function)' \
   "$work"/old-*.log "$work"/new-*.log >&2; then
   fail "a host logged a schema error (lines above)"
 fi
+errors=$(error_lines "$work"/old-*.log "$work"/new-*.log)
+[[ -z $errors ]] || fail "a host logged an error during the upgrade: $errors"
 say "passed: $events events, all COMPLETED with exactly one effect each ($retried retried), schema $prev_schema -> $new_schema, hosts replaced one at a time"
-keep_logs=0
+keep_logs=${OUTBOX_UPGRADE_KEEP_LOGS:-0}
