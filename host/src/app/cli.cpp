@@ -26,6 +26,11 @@ int run_cli(int argc, char** argv) {
     bool migrate_first = false;
     run->add_flag("--migrate", migrate_first, "apply pending migrations before starting");
     auto* migrate = app.add_subcommand("migrate", "apply pending schema migrations");
+    db::RoleNames roles;
+    migrate->add_option("--runtime-role", roles.runtime,
+                        "existing role `outboxd run` connects as; granted exactly what the runtime needs");
+    migrate->add_option("--publisher-role", roles.publisher,
+                        "existing role publishers connect as; granted EXECUTE on outbox_publish only");
     bool offline = false;
     migrate->add_flag("--offline", offline,
                       "apply migrations that are not online even while hosts of an older release are live "
@@ -71,7 +76,7 @@ int run_cli(int argc, char** argv) {
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first);
-    if (*migrate) return migrate_command(config, offline);
+    if (*migrate) return migrate_command(config, roles, offline);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
     if (*check) {
