@@ -5,8 +5,10 @@
 # The previous release (PREV below) is built once, Release, under BUILD_DIR/upgrade-prev/ and
 # reused by later runs. It needs the commit in this clone's history: a shallow clone fails
 # with a message saying so. A PostgreSQL is started on a free loopback port and stopped.
-# Bounded: every wait below has a deadline; the stage takes about 2 minutes once the
-# previous release is built (building it the first time: about 5 more on 2 cores).
+# Bounded: every wait below has a deadline; the stage takes about 40 s once the previous
+# release is built (building it the first time: 5 to 15 minutes on 2 cores).
+# On failure the hosts' logs are kept and their directory named (OUTBOX_UPGRADE_KEEP_LOGS=1
+# keeps them on success too).
 set -euo pipefail
 
 # The commit of the last release (no release tag exists yet).
