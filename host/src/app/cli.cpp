@@ -8,6 +8,7 @@
 #include "app/host.hpp"
 #include "app/plugins_check.hpp"
 #include "config/config.hpp"
+#include "db/migrator.hpp"
 #include "log/log.hpp"
 
 namespace outbox::app {
@@ -15,7 +16,8 @@ namespace outbox::app {
 int run_cli(int argc, char** argv) {
     CLI::App app{"outboxd: transactional-outbox worker runtime for PostgreSQL"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION);
+    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION + " (needs database schema version " +
+                                          std::to_string(db::Migrator().latest_version()) + ")");
     std::string config_path;
     app.add_option("-c,--config", config_path, "YAML configuration file (default: defaults and OUTBOX_* environment)")
         ->check(CLI::ExistingFile);
@@ -29,6 +31,10 @@ int run_cli(int argc, char** argv) {
                         "existing role `outboxd run` connects as; granted exactly what the runtime needs");
     migrate->add_option("--publisher-role", roles.publisher,
                         "existing role publishers connect as; granted EXECUTE on outbox_publish only");
+    bool offline = false;
+    migrate->add_flag("--offline", offline,
+                      "apply migrations that are not online even while hosts of an older release are live "
+                      "(refused otherwise, exit code 4)");
     auto* status = app.add_subcommand("status", "show backlog, unhandled event types and events needing review");
     auto* plugins = app.add_subcommand("plugins", "inspect plugin files");
     plugins->require_subcommand(1);
@@ -80,7 +86,7 @@ int run_cli(int argc, char** argv) {
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first);
-    if (*migrate) return migrate_command(config, roles);
+    if (*migrate) return migrate_command(config, roles, offline);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
     if (*check) {
