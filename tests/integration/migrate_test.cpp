@@ -497,8 +497,9 @@ TEST(Migrate, FailedConcurrentIndexBuildIsRetriedCleanly) {
     EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history WHERE version = 1001"), "1");
 }
 
-// Functions created by a migration capture the migrator's path, not the session's.
-TEST(Migrate, MigrationsRunWithPgCatalogFirstAndTheTargetSchema) {
+// Functions created by a migration capture the migrator's path (the target schema, pg_temp
+// last; pg_catalog is searched first because it is not named), not the session's.
+TEST(Migrate, FunctionsCaptureTheTargetSchemaWithPgTempLast) {
     const EmptyDatabase db;
     pqxx::connection conn{db.url()};
     pqxx::nontransaction(conn).exec("CREATE SCHEMA other; SET search_path = public, other");
