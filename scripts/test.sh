@@ -2,9 +2,11 @@
 # Builds outboxd with warnings as errors and all test tiers, starts a throwaway PostgreSQL
 # on a free loopback port, and runs the tests with CTest. Arguments go to ctest, e.g.
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
-# Without arguments (as CI runs it) four more stages follow: the benchmark's smoke run
-# (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan
-# and scripts/fuzz.sh. Every stage runs; any failure fails the script.
+# Without arguments (as CI runs it) more stages follow: the benchmark's smoke run
+# (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
+# scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
+# (the Debian packages built, linted, installed, upgraded and purged; about 4 minutes,
+# bounded at 20). Every stage runs; any failure fails the script.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
 set -euo pipefail
 
@@ -49,6 +51,9 @@ echo "test.sh: bench/run.sh ${bench_args[*]}" >&2
 stage sanitize.sh asan
 stage sanitize.sh tsan
 stage fuzz.sh
+stage check-observability.sh
+echo "test.sh: scripts/package-test.sh" >&2
+timeout 1200 "$root/scripts/package-test.sh" || failed+=(package-test.sh)
 if ((${#failed[@]})); then
   echo "test.sh: FAILED: ${failed[*]}" >&2
   exit 1
