@@ -13,6 +13,8 @@
 # stays under the install prefix (cmake --install --prefix DIR), the unit and the default
 # environment file under share/outboxd/systemd.
 option(OUTBOX_SYSTEM_PACKAGE "Install system files (/etc, /lib/systemd) for a distribution package" OFF)
+set(OUTBOX_PACKAGE_MAINTAINER "outboxd maintainers <outboxd@example.org>" CACHE STRING
+    "Maintainer of the Debian packages (control file and changelog.Debian)")
 set(OUTBOX_PACKAGE_RELEASE 1 CACHE STRING "Debian revision of the packages: the N of <version>-N")
 
 set(outbox_share ${CMAKE_INSTALL_DATADIR}/outboxd)
@@ -37,6 +39,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/outboxd.default DESTINATION /
         COMPONENT server)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/outboxd.service DESTINATION /lib/systemd/system COMPONENT server)
 
+# CPack indents the description's lines after the synopsis itself.
 # Per package: copyright and changelog.Debian.gz (gzip -9n: no name or time stamp inside).
 set(outbox_deb_dir ${PROJECT_BINARY_DIR}/debian)
 set(outbox_deb_version ${PROJECT_VERSION}-${OUTBOX_PACKAGE_RELEASE})
@@ -53,6 +56,7 @@ foreach(entry "outboxd:server" "outboxd-sdk-dev:sdk" "outboxd-sample-plugins:plu
   string(REPLACE "@PKG@" ${package} changelog "${changelog}")
   string(REPLACE "@VERSION@" ${outbox_deb_version} changelog "${changelog}")
   string(REPLACE "@DATE@" "${outbox_deb_date}" changelog "${changelog}")
+  string(REPLACE "@MAINTAINER@" "${OUTBOX_PACKAGE_MAINTAINER}" changelog "${changelog}")
   file(WRITE ${outbox_deb_dir}/${package}/changelog.Debian "${changelog}")
   outbox_gzip(${outbox_deb_dir}/${package}/changelog.Debian ${outbox_deb_dir}/${package}/changelog.Debian.gz)
   install(FILES ${PROJECT_SOURCE_DIR}/deploy/debian/copyright ${outbox_deb_dir}/${package}/changelog.Debian.gz
@@ -64,7 +68,7 @@ install(FILES ${outbox_deb_dir}/outboxd.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME outboxd)
 set(CPACK_PACKAGE_VENDOR outboxd)
-set(CPACK_PACKAGE_CONTACT "outboxd maintainers <outboxd@localhost>")
+set(CPACK_PACKAGE_CONTACT ${OUTBOX_PACKAGE_MAINTAINER})
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 set(CPACK_STRIP_FILES ON)
@@ -84,28 +88,31 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/deploy/debian/postrm ${PROJECT_SOURCE_DIR}/deploy/debian/conffiles)
 set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
 set(CPACK_COMPONENT_SERVER_DESCRIPTION "transactional-outbox worker runtime on PostgreSQL
- outboxd claims events that applications publish into an outbox table in their own
- PostgreSQL transaction and runs handler plugins (shared libraries dropped into
- /usr/lib/outboxd/plugins) for them, with leases, retries and a review queue. This
- package holds the service, its systemd unit, configuration, SQL migrations and a
- Grafana dashboard and Prometheus alerting rules.")
+outboxd claims events that applications publish into an outbox table in
+their own PostgreSQL transaction and runs handler plugins (shared
+libraries dropped into /usr/lib/outboxd/plugins) for them, with leases,
+retries and a review queue. This package holds the service, its systemd
+unit, configuration, SQL migrations and a Grafana dashboard and
+Prometheus alerting rules.")
 
 set(CPACK_DEBIAN_SDK_PACKAGE_NAME outboxd-sdk-dev)
 set(CPACK_DEBIAN_SDK_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_SDK_PACKAGE_ARCHITECTURE all)
 set(CPACK_DEBIAN_SDK_PACKAGE_DEPENDS "nlohmann-json3-dev (>= 3.10), libcpp-httplib-dev, pkg-config")
 set(CPACK_COMPONENT_SDK_DESCRIPTION "SDK for outboxd handler plugins
- Headers (outbox/sdk.hpp and the optional HTTP helper), the CMake package OutboxSdk
- (find_package(OutboxSdk), targets OutboxSdk::sdk and OutboxSdk::http) and the
- outbox_add_plugin() function that builds a plugin with the flags outboxd expects.")
+Headers (outbox/sdk.hpp and the optional HTTP helper), the CMake package
+OutboxSdk (find_package(OutboxSdk), targets OutboxSdk::sdk and
+OutboxSdk::http) and the outbox_add_plugin() function that builds a
+plugin with the flags outboxd expects.")
 
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_NAME outboxd-sample-plugins)
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_DEPENDS "outboxd (= ${outbox_deb_version})")
 set(CPACK_COMPONENT_PLUGINS_DESCRIPTION "sample handler plugins for outboxd
- category-classification (calls an AI classifier for WebsiteRegistered events) and
- mission-log-forwarding (forwards MissionCompleted events to a stats service), installed
- into /usr/lib/outboxd/plugins. Each needs its section in /etc/outboxd/outboxd.yaml.")
+category-classification (calls an AI classifier for WebsiteRegistered
+events) and mission-log-forwarding (forwards MissionCompleted events to
+a stats service), installed into /usr/lib/outboxd/plugins. Each needs
+its section in /etc/outboxd/outboxd.yaml.")
 
 include(CPack)

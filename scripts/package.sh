@@ -22,7 +22,9 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_WERROR=ON \
+# Without -Werror: at -O3 g++ 12 reports false -Wrestrict positives inside libstdc++'s
+# string concatenation (GCC bug 105651); the warnings-as-errors build is scripts/test.sh's.
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_WERROR=OFF \
   -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_BENCH=OFF -DOUTBOX_BUILD_FUZZERS=OFF -DOUTBOX_BUILD_PLUGINS=ON \
   -DOUTBOX_SYSTEM_PACKAGE=ON -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
   -DOUTBOX_PACKAGE_RELEASE="$release" "${launcher[@]}" >/dev/null
