@@ -61,7 +61,7 @@ done
 
 echo "package-test: lintian" >&2
 # Errors fail; warnings are shown.
-lintian --fail-on error --no-tag-display-limit "$work"/r2/*.deb || fail "lintian reports errors"
+lintian --fail-on error --tag-display-limit 0 "$work"/r2/*.deb || fail "lintian reports errors"
 
 echo "package-test: installing release 1" >&2
 dpkg -i "$work"/r1/*.deb >/dev/null
@@ -102,7 +102,8 @@ chmod 0755 "$work"
 port=$("$root/scripts/pg.sh" free-port)
 url=$("$root/scripts/pg.sh" start "$pg_dir" "$port")
 OUTBOX_DATABASE_URL=$url /usr/bin/outboxd migrate >/dev/null
-runuser -u outboxd -- env OUTBOX_DATABASE_URL="$url" OUTBOX_PLUGIN_DIR="$work/plugins" OUTBOX_ADMIN_LISTEN=off \
+# setpriv, not runuser: it execs, so $! is outboxd itself and gets the SIGTERM.
+setpriv --reuid=outboxd --regid=outboxd --init-groups env OUTBOX_DATABASE_URL="$url" OUTBOX_PLUGIN_DIR="$work/plugins" OUTBOX_ADMIN_LISTEN=off \
   /usr/bin/outboxd run --config /etc/outboxd/outboxd.yaml >"$work/run.log" 2>&1 &
 host_pid=$!
 for _ in $(seq 1 100); do
