@@ -13,12 +13,13 @@ packages=(
   libcpp-httplib-dev libcli11-dev libjwt-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl # the RS256 admin-token tests make their key pairs with it
+  python3 # the documentation checks: examples extracted, links and anchors, the config reference
   socat # the fault tier's TCP proxy, frozen to make the path to PostgreSQL go silent
   postgresql-15 # includes the contrib modules on Debian 12
   libsystemd-dev # sd_notify: readiness, status and watchdog under systemd
   systemd # systemd-analyze verify of the unit (scripts/package-test.sh)
   lintian # the Debian packages are checked with it (scripts/package-test.sh)
-  prometheus python3 # promtool and the dashboard check (scripts/check-observability.sh)
+  prometheus # promtool; python3 (above) runs the dashboard check (scripts/check-observability.sh)
 )
 
 missing=()
