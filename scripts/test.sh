@@ -2,10 +2,13 @@
 # Builds outboxd with warnings as errors and all test tiers, starts a throwaway PostgreSQL
 # on a free loopback port, and runs the tests with CTest. Arguments go to ctest, e.g.
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
-# Without arguments (as CI runs it) five more stages follow: the rolling-upgrade test
+# Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
-# (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan
-# and scripts/fuzz.sh. Every stage runs; any failure fails the script.
+# (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
+# scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
+# (the Debian packages built from their own Release build, linted, installed, upgraded
+# and purged: 1.5 minutes after that build, which took 20 minutes on a busy shared 2-core
+# machine; bounded at 40). Every stage runs; any failure fails the script.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
 set -euo pipefail
 
@@ -55,6 +58,9 @@ echo "test.sh: bench/run.sh ${bench_args[*]}" >&2
 stage sanitize.sh asan
 stage sanitize.sh tsan
 stage fuzz.sh
+stage check-observability.sh
+echo "test.sh: scripts/package-test.sh" >&2
+timeout 2400 "$root/scripts/package-test.sh" || failed+=(package-test.sh)
 if ((${#failed[@]})); then
   echo "test.sh: FAILED: ${failed[*]}" >&2
   exit 1

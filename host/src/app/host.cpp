@@ -5,8 +5,10 @@
 #include <pqxx/pqxx>
 
 #include "admin/admin_server.hpp"
+#include "admin/db_probe.hpp"
 #include "app/host_identity.hpp"
 #include "app/plugin_routing.hpp"
+#include "app/systemd_notifier.hpp"
 #include "db/db_error.hpp"
 #include "db/db_session.hpp"
 #include "db/migrator.hpp"
@@ -70,6 +72,21 @@ int check_schema(pqxx::connection& conn, bool migrate_first) {
                                 db::classify_db_error(std::current_exception()).describe() +
                                 "; check database.url / OUTBOX_DATABASE_URL");
     }
+}
+
+// How often the STATUS= line is refreshed.
+constexpr auto kStatusInterval = std::chrono::seconds{10};
+
+/// The STATUS= line: handlers by name, then the backlog by status and its oldest age.
+std::string status_line(const dispatch::HandlerSet& handlers, const std::optional<metrics::DbGauges>& gauges) {
+    std::string line = std::to_string(handlers.entries().size()) + " handler(s)";
+    for (std::size_t i = 0; i < handlers.entries().size(); ++i) {
+        line += (i == 0 ? ": " : ", ") + handlers.entries()[i].name;
+    }
+    if (!gauges) return line + "; backlog unknown (database unreachable)";
+    line += "; backlog";
+    for (const auto& [status, count] : gauges->backlog) line += " " + status + "=" + std::to_string(count);
+    return line + ", oldest " + std::to_string(static_cast<long long>(gauges->oldest_delay_seconds)) + "s";
 }
 
 }  // namespace
@@ -154,7 +171,7 @@ bool Host::start(std::stop_token stop) {
     if (stop.stop_requested()) return false;
 
     runtime_ = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config_, host_id_), handlers, metrics_,
-                                                   options_.on_fatal);
+                                                   options_.on_fatal, options_.notifier);
 
     // The listener starts before any claim, so a host that cannot bind exits having done
     // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
@@ -181,6 +198,13 @@ bool Host::start(std::stop_token stop) {
     registry_thread_ = std::jthread([this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.
     watcher_ = std::make_unique<plugin::PluginWatcher>(config_.plugins.dir, std::chrono::seconds{5}, [this, settings] {
+        // A rescan asked for by SIGHUP ends with READY=1, however it ends.
+        struct Reloaded {
+            SystemdNotifier* notifier;
+            ~Reloaded() {
+                if (notifier) notifier->ready();
+            }
+        } reloaded{reload_pending_.exchange(false) ? options_.notifier : nullptr};
         const plugin::DirectoryChange change = plugins_->rescan();
         report_change(change, metrics_);
         if (!change.routing_changed()) return;
@@ -197,17 +221,58 @@ bool Host::start(std::stop_token stop) {
               ", database at " + std::to_string(schema_accepted_) + ") started as " + host_id_ + " with " +
               std::to_string(handlers->entries().size()) + " handler(s), concurrency " +
               std::to_string(config_.outbox.concurrency));
+    // READY=1 goes out with the first STATUS= line, from the status thread.
+    if (options_.notifier) status_thread_ = std::jthread([this](std::stop_token token) { report_status(token); });
     return true;
 }
 
+void Host::report_status(std::stop_token stop) {
+    SystemdNotifier& notifier = *options_.notifier;
+    // A host that claims nothing has no scheduler loop to beat the watchdog: this thread
+    // does, as often as the watchdog asks.
+    auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(kStatusInterval);
+    const auto watchdog = notifier.max_idle_wait();
+    if (!config_.outbox.enabled && watchdog) interval = std::min(interval, *watchdog);
+    db::DbSession session(config_.database.url, "status", runtime_->outage());
+    auto next_status = std::chrono::steady_clock::now();
+    bool first = true;
+    do {
+        if (!config_.outbox.enabled && !first) notifier.beat();
+        if (std::chrono::steady_clock::now() < next_status) continue;
+        next_status = std::chrono::steady_clock::now() + kStatusInterval;
+        const auto handlers = runtime_->handlers();
+        std::optional<metrics::DbGauges> gauges;
+        const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::seconds{5});
+        if (!session.run([&](pqxx::connection& conn) { gauges = admin::read_db_gauges(conn, *handlers, bound); }, stop,
+                         bound + std::chrono::seconds{1})) {
+            gauges.reset();
+        }
+        if (std::exchange(first, false)) {
+            notifier.ready(status_line(*handlers, gauges));
+        } else {
+            notifier.status(status_line(*handlers, gauges));
+        }
+    } while (db::sleep_for(interval, stop));
+}
+
 void Host::rescan() {
-    if (auto* watcher = watcher_ready_.load()) watcher->trigger();
+    auto* watcher = watcher_ready_.load();
+    if (!watcher) return;
+    if (options_.notifier) {
+        reload_pending_ = true;
+        options_.notifier->reloading();
+    }
+    watcher->trigger();
 }
 
 int Host::stop() {
     if (stopped_) return exit_code_;
     stopped_ = true;
     watcher_ready_ = nullptr;
+    if (status_thread_.joinable()) {
+        status_thread_.request_stop();
+        status_thread_.join();
+    }
     // Stopped at once, joined later: its last write (the host's row marked stopped) runs
     // while the runtime drains instead of after it.
     registry_thread_.request_stop();

@@ -7,6 +7,7 @@
 
 #include "app/commands.hpp"
 #include "app/host.hpp"
+#include "app/systemd_notifier.hpp"
 #include "db/db_error.hpp"
 #include "db/migrator.hpp"
 #include "log/log.hpp"
@@ -32,7 +33,8 @@ int run_command(const config::Config& config, bool migrate_first) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     std::stop_source stopping;
-    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }});
+    SystemdNotifier notifier;  // no-op unless systemd (NOTIFY_SOCKET) started this process
+    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }, &notifier});
     std::jthread signal_thread([&] {
         int received = 0;
         while (sigwait(&signals, &received) == 0) {
@@ -84,6 +86,7 @@ int run_command(const config::Config& config, bool migrate_first) {
         std::unique_lock lock(mutex);
         cv.wait(lock, stopping.get_token(), [] { return false; });
     }
+    notifier.stopping();
     // A stop that overruns its bound (outbox.shutdown_timeout for handlers, then the cancel
     // grace and storing outcomes) is itself a hang: end the process with code 3.
     std::jthread stop_watchdog([bound = config.outbox.shutdown_timeout + stop_margin(config),

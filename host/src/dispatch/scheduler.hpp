@@ -8,6 +8,7 @@
 #include "db/db_session.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
+#include "dispatch/loop_observer.hpp"
 #include "dispatch/runtime_options.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
@@ -17,13 +18,15 @@ namespace outbox::dispatch {
 /// Claims due events of the types this host handles, never more than the work queue has
 /// free slots for, and hands them to the workers; besides, one suspect at a time for the
 /// work queue's suspect lane. Woken by NOTIFY, by a worker freeing a slot, or by the poll
-/// interval.
+/// interval. Each pass of its loop is reported to the LoopObserver (when given), and no idle
+/// wait is longer than the observer allows.
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
-              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers)
+              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers,
+              LoopObserver* observer = nullptr)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
-          metrics_(metrics), handlers_(handlers) {}
+          metrics_(metrics), handlers_(handlers), observer_(observer) {}
 
     void run(std::stop_token stop);
 
@@ -35,6 +38,7 @@ private:
     db::Wakeup& wakeup_;
     metrics::Metrics& metrics_;
     const CurrentHandlers& handlers_;
+    LoopObserver* observer_;
 };
 
 }  // namespace outbox::dispatch
