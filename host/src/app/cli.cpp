@@ -71,7 +71,7 @@ int run_cli(int argc, char** argv) {
     if (*check) {
         plugin::HandlerConfigs configs;
         for (const auto& [name, settings] : config.handlers) configs[name] = settings.config_json;
-        return plugins_check(check_dir, configs, std::cout);
+        return plugins_check(check_dir, configs, std::cout, !config_path.empty());
     }
     return 2;
 }
