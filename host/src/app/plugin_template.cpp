@@ -1,9 +1,10 @@
+#include "app/plugin_template.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <system_error>
-
-#include "app/plugin_template.hpp"
+#include <utility>
 
 namespace outbox::app {
 namespace {
