@@ -6,6 +6,7 @@
 
 #include "app/commands.hpp"
 #include "app/host.hpp"
+#include "app/plugin_template.hpp"
 #include "app/plugins_check.hpp"
 #include "config/config.hpp"
 #include "db/migrator.hpp"
@@ -41,6 +42,11 @@ int run_cli(int argc, char** argv) {
     auto* check = plugins->add_subcommand("check", "load every plugin in DIR and report OK or the reason it is refused");
     std::string check_dir;
     check->add_option("DIR", check_dir, "plugin directory")->required();
+    auto* new_plugin = app.add_subcommand("new-plugin", "write a plugin folder (CMake, handler, README, GoogleTest) to start from");
+    std::string new_plugin_name;
+    std::string new_plugin_dir;
+    new_plugin->add_option("NAME", new_plugin_name, "the handler name, e.g. acme-mailer")->required();
+    new_plugin->add_option("--dir", new_plugin_dir, "the folder to create (must not exist or be empty)")->required();
     auto* retry = app.add_subcommand("retry", "re-drive a REVIEW_REQUIRED event (as the admin API's retry does)");
     RetryArgs retry_args;
     retry->add_option("EVENT_ID", retry_args.event_id, "the event's id")->required();
@@ -71,6 +77,9 @@ int run_cli(int argc, char** argv) {
         return 0;
     }
 
+    // Needs neither configuration nor database.
+    if (*new_plugin) return new_plugin_command(new_plugin_name, new_plugin_dir, std::cout, std::cerr);
+
     config::Config config;
     try {
         config = config::load_config(config_path.empty() ? std::nullopt : std::optional<std::string>(config_path),
@@ -92,7 +101,7 @@ int run_cli(int argc, char** argv) {
     if (*check) {
         plugin::HandlerConfigs configs;
         for (const auto& [name, settings] : config.handlers) configs[name] = settings.config_json;
-        return plugins_check(check_dir, configs, std::cout);
+        return plugins_check(check_dir, configs, std::cout, !config_path.empty());
     }
     return 2;
 }
