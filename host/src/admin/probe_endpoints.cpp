@@ -62,7 +62,7 @@ void metrics_page(AdminContext& context, HttpResponse& res) {
 
 void add_probe_endpoints(Router& router, AdminContext& context) {
     router.add("GET", "/healthz", [](const HttpRequest&, HttpResponse& res, const PathParams&) { healthz(res); },
-               Lane::Probe);
+               Lane::Inline);
     router.add("GET", "/readyz",
                [&context](const HttpRequest&, HttpResponse& res, const PathParams&) { readyz(context, res); },
                Lane::Probe);

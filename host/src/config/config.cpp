@@ -210,6 +210,14 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.admin.jwt_audience = v.raw.text; }},
     Setting{"admin.jwt_max_lifetime", "OUTBOX_ADMIN_JWT_MAX_LIFETIME",
             [](Config& c, const Value& v) { c.admin.jwt_max_lifetime = to_duration(v, 1s, 24h); }},
+    Setting{"admin.request_timeout", "OUTBOX_ADMIN_REQUEST_TIMEOUT",
+            [](Config& c, const Value& v) { c.admin.request_timeout = to_duration(v, 100ms, 10min); }},
+    Setting{"admin.max_connections_per_client", "OUTBOX_ADMIN_MAX_CONNECTIONS_PER_CLIENT",
+            [](Config& c, const Value& v) { c.admin.max_connections_per_client = to_int(v, 1, 65536); }},
+    Setting{"admin.max_connections", "OUTBOX_ADMIN_MAX_CONNECTIONS",
+            [](Config& c, const Value& v) { c.admin.max_connections = to_int(v, 1, 65536); }},
+    Setting{"admin.metrics_cache", "OUTBOX_ADMIN_METRICS_CACHE",
+            [](Config& c, const Value& v) { c.admin.metrics_cache = to_duration(v, 0ms, 1h); }},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
