@@ -48,6 +48,10 @@ void check_accepted(const outbox::config::Config& config) {
     OUTBOX_FUZZ_CHECK(config.admin.max_connections >= 1 && config.admin.max_connections <= 65536,
                       "admin.max_connections range");
     OUTBOX_FUZZ_CHECK(within(config.admin.metrics_cache, 0ms, 1h), "admin.metrics_cache range");
+    OUTBOX_FUZZ_CHECK(!config.admin.platform_roles.empty(), "admin.platform_roles is never empty");
+    for (const auto& role : config.admin.platform_roles) {
+        OUTBOX_FUZZ_CHECK(!role.empty() && role.find(',') == std::string::npos, "a platform role is one name");
+    }
     OUTBOX_FUZZ_CHECK(config.admin.jwt_public_key_file.empty() || !config.admin.jwt_audience.empty(),
                       "an RS256 key always comes with an audience");
     for (const auto& [name, handler] : config.handlers) {

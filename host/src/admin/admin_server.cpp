@@ -24,6 +24,8 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
     o.jwt.audience = config.admin.jwt_audience;
     o.jwt.max_lifetime = config.admin.jwt_max_lifetime;
     o.request_timeout = config.admin.request_timeout;
+    o.metrics_cache = config.admin.metrics_cache;
+    o.platform_roles = config.admin.platform_roles;
     o.max_connections_per_client = config.admin.max_connections_per_client;
     o.max_connections = config.admin.max_connections;
     if (!config.admin.jwt_public_key_file.empty()) {

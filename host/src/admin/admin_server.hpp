@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "admin/jwt_verifier.hpp"
 #include "config/config.hpp"
@@ -38,6 +39,10 @@ struct AdminOptions {
     int max_connections = 512;                      // admin.max_connections
     std::chrono::seconds keep_alive_timeout{2};     // an idle keep-alive connection is closed after this
     std::chrono::milliseconds probe_timeout{2000};  // statement_timeout of /metrics and /readyz queries
+    std::chrono::milliseconds statement_timeout{5000};  // session statement_timeout of every admin connection
+    int probe_connections = 2;                      // /readyz and /metrics use these, never the API's
+    std::chrono::milliseconds metrics_cache{5000};  // admin.metrics_cache: /metrics gauges reused this long
+    std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // admin.platform_roles
 
     /// From the configuration. Reads admin.jwt_public_key_file; throws config::ConfigError
     /// when it cannot be read or is not a PEM public key.

@@ -115,6 +115,25 @@ bool to_bool(const Value& v) {
     fail(v, v.from_env ? "expected true or false (or 1/0, yes/no)" : "expected true or false");
 }
 
+std::vector<std::string> to_roles(const Value& v) {
+    std::vector<std::string> roles;
+    std::string_view text = v.raw.text;
+    while (true) {
+        const auto comma = text.find(',');
+        std::string_view role = text.substr(0, comma);
+        while (!role.empty() && role.front() == ' ') role.remove_prefix(1);
+        while (!role.empty() && role.back() == ' ') role.remove_suffix(1);
+        const bool valid = !role.empty() && role.size() <= 64 && std::all_of(role.begin(), role.end(), [](char c) {
+            return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        });
+        if (!valid) fail(v, "expected a list of role names (letters, digits, _ and -), e.g. [PLATFORM_ADMIN]");
+        roles.emplace_back(role);
+        if (comma == std::string_view::npos) break;
+        text.remove_prefix(comma + 1);
+    }
+    return roles;
+}
+
 std::string to_choice(const Value& v, std::initializer_list<std::string_view> choices) {
     std::string allowed;
     for (const auto choice : choices) {
@@ -216,6 +235,8 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.admin.max_connections_per_client = to_int(v, 1, 65536); }},
     Setting{"admin.max_connections", "OUTBOX_ADMIN_MAX_CONNECTIONS",
             [](Config& c, const Value& v) { c.admin.max_connections = to_int(v, 1, 65536); }},
+    Setting{"admin.platform_roles", "OUTBOX_ADMIN_PLATFORM_ROLES",
+            [](Config& c, const Value& v) { c.admin.platform_roles = to_roles(v); }},
     Setting{"admin.metrics_cache", "OUTBOX_ADMIN_METRICS_CACHE",
             [](Config& c, const Value& v) { c.admin.metrics_cache = to_duration(v, 0ms, 1h); }},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
@@ -279,6 +300,15 @@ public:
     }
 
     Raw scalar(const std::string& path, const YAML::Node& key, const YAML::Node& value) const {
+        // The one list-valued key: its items are joined with commas, as its variable is written.
+        if (path == "admin.platform_roles" && value.IsSequence()) {
+            std::string joined;
+            for (const auto& item : value) {
+                if (!item.IsScalar()) fail_at(path, origin(key, value), "expected a list of role names");
+                joined += (joined.empty() ? "" : ",") + item.Scalar();
+            }
+            return Raw{joined, origin(value)};
+        }
         if (!value.IsScalar()) fail_at(path, origin(key, value), "expected a single value, got " + kind(value));
         return Raw{value.Scalar(), origin(value)};
     }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace outbox::config {
 
@@ -77,6 +78,7 @@ struct Config {
         int max_connections_per_client = 32;    // open connections from one client address
         int max_connections = 512;              // open connections in total
         milliseconds metrics_cache{std::chrono::seconds{5}};  // /metrics database gauges reused this long
+        std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // JWT roles that may use the platform endpoints
     } admin;
     struct Log {
         std::string level = "info";
