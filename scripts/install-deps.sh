@@ -12,6 +12,7 @@ packages=(
   libcpp-httplib-dev libcli11-dev libjwt-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl # the RS256 admin-token tests make their key pairs with it
+  python3 # the documentation checks: examples extracted, links and anchors, the config reference
   socat # the fault tier's TCP proxy, frozen to make the path to PostgreSQL go silent
   postgresql-15 # includes the contrib modules on Debian 12
 )

@@ -4,7 +4,8 @@
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
 # The `hostile` label (tests/hostile, about 10 s) attacks a real `outboxd run` child's admin
 # listener: scripts/test.sh -L hostile.
-# Without arguments (as CI runs it) four more stages follow: the benchmark's smoke run
+# Without arguments (as CI runs it) five more stages follow: the rolling-upgrade test
+# (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan
 # and scripts/fuzz.sh. Every stage runs; any failure fails the script.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
@@ -39,6 +40,11 @@ stage() {
   echo "test.sh: scripts/$*" >&2
   "$root/scripts/$1" "${@:2}" || failed+=("$*")
 }
+# The previous release's hosts keep working while this release migrates and replaces them
+# (about 40 s; building the previous release the first time adds 5 to 15 minutes on 2 cores,
+# later runs reuse it from the build directory).
+echo "test.sh: scripts/upgrade-test.sh $build_dir" >&2
+timeout 1800 "$root/scripts/upgrade-test.sh" "$build_dir" || failed+=("upgrade-test.sh")
 # The benchmark's smoke run keeps it from rotting (its figures mean nothing). Without node,
 # npm or the npm registry it still runs outboxd, the latency probe and pgbench, and says so.
 bench_args=(--quick --build-dir "$build_dir")

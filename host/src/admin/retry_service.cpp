@@ -97,7 +97,7 @@ std::optional<RetryRejected> validate_retry_request(RetryRequest& request) {
     }
     // The same detectors as SafePayload's free text: the reason is stored and shown to
     // operators, so it must not carry personal data. The answer names the rule only.
-    if (const char* rule = sdk::free_text_pii_rule(request.reason)) {
+    if (const char* rule = sdk::string_field_rule(request.reason)) {
         return RetryRejected{RetryRejected::Kind::Unprocessable, "INVALID_REASON",
                              std::string("reason: ") + rule + "; do not include personal data or tokens"};
     }

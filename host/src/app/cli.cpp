@@ -8,6 +8,7 @@
 #include "app/host.hpp"
 #include "app/plugins_check.hpp"
 #include "config/config.hpp"
+#include "db/migrator.hpp"
 #include "log/log.hpp"
 
 namespace outbox::app {
@@ -15,7 +16,8 @@ namespace outbox::app {
 int run_cli(int argc, char** argv) {
     CLI::App app{"outboxd: transactional-outbox worker runtime for PostgreSQL"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION);
+    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION + " (needs database schema version " +
+                                          std::to_string(db::Migrator().latest_version()) + ")");
     std::string config_path;
     app.add_option("-c,--config", config_path, "YAML configuration file (default: defaults and OUTBOX_* environment)")
         ->check(CLI::ExistingFile);
@@ -24,6 +26,15 @@ int run_cli(int argc, char** argv) {
     bool migrate_first = false;
     run->add_flag("--migrate", migrate_first, "apply pending migrations before starting");
     auto* migrate = app.add_subcommand("migrate", "apply pending schema migrations");
+    db::RoleNames roles;
+    migrate->add_option("--runtime-role", roles.runtime,
+                        "existing role `outboxd run` connects as; granted exactly what the runtime needs");
+    migrate->add_option("--publisher-role", roles.publisher,
+                        "existing role publishers connect as; granted EXECUTE on outbox_publish only");
+    bool offline = false;
+    migrate->add_flag("--offline", offline,
+                      "apply migrations that are not online even while hosts of an older release are live "
+                      "(refused otherwise, exit code 4)");
     auto* status = app.add_subcommand("status", "show backlog, unhandled event types and events needing review");
     auto* plugins = app.add_subcommand("plugins", "inspect plugin files");
     plugins->require_subcommand(1);
@@ -39,6 +50,10 @@ int run_cli(int argc, char** argv) {
     retry->add_option("--idempotency-key", retry_args.idempotency_key,
                       "a key unique to this decision; repeating the command with it does nothing twice")
         ->required();
+    auto* config_command = app.add_subcommand("config", "configuration tools");
+    config_command->require_subcommand(1);
+    auto* reference = config_command->add_subcommand(
+        "reference", "print the configuration reference (every key, its variable, type, default) in Markdown");
     // The config option is accepted after the subcommand as well.
     for (auto* sub : {run, migrate, status, check, retry}) {
         sub->add_option("-c,--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
@@ -48,6 +63,12 @@ int run_cli(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : 2;
+    }
+    // Documentation of the settings table: no configuration is read, so it is the same
+    // whatever the environment holds.
+    if (*reference) {
+        std::cout << config::config_reference_markdown();
+        return 0;
     }
 
     config::Config config;
@@ -65,7 +86,7 @@ int run_cli(int argc, char** argv) {
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first);
-    if (*migrate) return migrate_command(config);
+    if (*migrate) return migrate_command(config, roles, offline);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
     if (*check) {

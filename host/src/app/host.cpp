@@ -37,19 +37,30 @@ void warn_about_unused_sections(const config::Config& config, const dispatch::Ha
     }
 }
 
-void check_schema(pqxx::connection& conn, bool migrate_first) {
+// Returns the database's schema version, which this host has found compatible.
+int check_schema(pqxx::connection& conn, bool migrate_first) {
     const db::Migrator migrator;
+    const std::string self = "this outboxd " OUTBOXD_VERSION;
     try {
         if (migrate_first) {
             for (const auto& applied : migrator.migrate(conn)) log::info("applied migration " + applied.file_name);
-            return;
         }
         const db::SchemaStatus status = migrator.status(conn);
         if (!status.pending.empty()) {
-            throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) +
-                                    " but this outboxd needs version " + std::to_string(status.latest_version) +
-                                    ": run `outboxd migrate` (or `outboxd run --migrate`) first");
+            throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) + " but " +
+                                    self + " needs version " + std::to_string(status.latest_version) +
+                                    ": run `outboxd migrate` with this release (or `outboxd run --migrate`) first");
         }
+        // A contracting migration declares the oldest host schema that still works with it.
+        if (status.hosts_from > status.latest_version) {
+            throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) +
+                                    " and needs hosts of schema " + std::to_string(status.hosts_from) +
+                                    " or newer, but " + self + " is a host of schema " +
+                                    std::to_string(status.latest_version) +
+                                    ": upgrade this host to a release that supports schema " +
+                                    std::to_string(status.applied_version));
+        }
+        return status.applied_version;
     } catch (const db::MigrationError& e) {
         throw StartError(1, e.what());
     } catch (const StartError&) {
@@ -130,7 +141,7 @@ bool Host::start(std::stop_token stop) {
     {
         auto conn = connect_at_start_up(config_, stop);
         if (!conn) return false;
-        check_schema(*conn, options_.migrate_first);
+        schema_accepted_ = check_schema(*conn, options_.migrate_first);
     }
     if (stop.stop_requested()) return false;
 
@@ -164,7 +175,8 @@ bool Host::start(std::stop_token stop) {
         fleet::FleetRegistry::Options{config_.database.url, host_id_, OUTBOXD_VERSION, config_.outbox.enabled,
                                       std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
                                                                           config_.outbox.lease_duration / 3),
-                                      std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); }},
+                                      std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); },
+                                      db::Migrator().latest_version(), schema_accepted_},
         runtime_->outage(), runtime_->current_handlers());
     registry_thread_ = std::jthread([this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.
@@ -181,7 +193,8 @@ bool Host::start(std::stop_token stop) {
         lease::Retention(config_.outbox.retention)
             .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);
     });
-    log::info("outboxd " OUTBOXD_VERSION " started as " + host_id_ + " with " +
+    log::info("outboxd " OUTBOXD_VERSION " (schema " + std::to_string(db::Migrator().latest_version()) +
+              ", database at " + std::to_string(schema_accepted_) + ") started as " + host_id_ + " with " +
               std::to_string(handlers->entries().size()) + " handler(s), concurrency " +
               std::to_string(config_.outbox.concurrency));
     return true;

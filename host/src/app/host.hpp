@@ -86,6 +86,7 @@ private:
     config::Config config_;
     Options options_;
     std::string host_id_;
+    int schema_accepted_ = 0;  // the database's schema version, checked at start
     metrics::Metrics metrics_;
     std::unique_ptr<PrivateDir> private_dir_;
     std::unique_ptr<plugin::PluginDirectory> plugins_;

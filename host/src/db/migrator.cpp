@@ -3,11 +3,13 @@
 #include "db/db_error.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 namespace outbox::db {
@@ -29,14 +31,56 @@ constexpr const char* kHistoryExists = "SELECT to_regclass('outbox_schema_histor
 constexpr const char* kSelectHistory = "SELECT version, file_name, checksum FROM outbox_schema_history ORDER BY version";
 constexpr const char* kInsertHistory =
     "INSERT INTO outbox_schema_history (version, file_name, checksum, duration_ms) VALUES ($1, $2, $3, $4)";
+// Written when the history table has the column (V12 adds it): the oldest host schema that
+// stays compatible after the file, from its `compatible-with-hosts-from` header.
+constexpr const char* kHasHostsFrom = R"sql(
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+               WHERE attrelid = 'outbox_schema_history'::regclass AND attname = 'compatible_with_hosts_from'
+                 AND NOT attisdropped))sql";
+constexpr const char* kInsertHistoryWithHostsFrom =
+    "INSERT INTO outbox_schema_history (version, file_name, checksum, duration_ms, compatible_with_hosts_from) "
+    "VALUES ($1, $2, $3, $4, nullif($5, 0))";
+// to_jsonb reads the column when it exists and gives NULL before V12.
+constexpr const char* kRequiredHostSchema =
+    "SELECT coalesce(max((to_jsonb(h) ->> 'compatible_with_hosts_from')::integer), 0) FROM outbox_schema_history h";
+// Live hosts as the fleet view counts them (outboxd status); schema 0 for hosts that do not
+// record one (releases before V12).
+constexpr const char* kLiveHosts = R"sql(
+SELECT host_id, version, coalesce((to_jsonb(h) ->> 'schema_needed')::integer, 0)
+FROM outbox_host h
+WHERE stopped_at IS NULL AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond'
+ORDER BY host_id)sql";
+constexpr const char* kFleetExists = "SELECT to_regclass('outbox_host') IS NOT NULL";
 // Computed by the server so the binary needs no crypto library; the text is hashed as UTF-8.
 constexpr const char* kChecksum = "SELECT encode(sha256(convert_to($1::text, 'UTF8')), 'hex')";
+
+// First line of a migration that must run outside a transaction (CREATE INDEX CONCURRENTLY).
+constexpr std::string_view kNoTransactionMarker = "-- outboxd: no-transaction";
 
 struct Migration {
     int version = 0;
     std::string file_name;
     std::string sql;
+    MigrationHeader header;
+    [[nodiscard]] bool transactional() const {
+        const std::string_view text = sql;
+        const auto first_line = text.substr(0, text.find('\n'));
+        return first_line.substr(0, first_line.find_last_not_of(" \t\r") + 1) != kNoTransactionMarker;
+    }
 };
+
+struct LiveHost {
+    std::string host_id;
+    std::string release;
+    int schema_needed = 0;
+};
+
+std::string_view trim(std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) return {};
+    const auto last = text.find_last_not_of(" \t\r");
+    return text.substr(first, last - first + 1);
+}
 
 struct HistoryRow {
     std::string file_name;
@@ -73,7 +117,16 @@ std::vector<Migration> validated(const std::vector<EmbeddedMigration>& embedded)
             throw MigrationError("migration file name '" + std::string(file.file_name) +
                                  "' is malformed; expected V<n>__<name>.sql, e.g. V2__add_index.sql");
         }
-        migrations.push_back({*version, std::string(file.file_name), std::string(file.sql)});
+        MigrationHeader header = parse_migration_header(file.file_name, file.sql);
+        if (!header.has_online && *version > kLastVersionWithoutHeader) {
+            // The header test refuses such a file; a build that has one anyway treats it as
+            // offline, the safe reading.
+            header.online = false;
+            header.offline_reason = "its file has no '-- online:' header";
+        } else if (!header.has_online) {
+            header.online = true;
+        }
+        migrations.push_back({*version, std::string(file.file_name), std::string(file.sql), std::move(header)});
     }
     std::sort(migrations.begin(), migrations.end(),
               [](const Migration& a, const Migration& b) { return a.version < b.version; });
@@ -87,12 +140,68 @@ std::vector<Migration> validated(const std::vector<EmbeddedMigration>& embedded)
     return migrations;
 }
 
+std::string trimmed(std::string_view text) {
+    const auto begin = text.find_first_not_of(" \t\r\n");
+    if (begin == std::string_view::npos) return {};
+    return std::string(text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1));
+}
+
+// A no-transaction file's statements: each ends with ';' at the end of a line; whole-line
+// comments are skipped. A multi-statement query string would run as one implicit
+// transaction, which CREATE INDEX CONCURRENTLY refuses.
+std::vector<std::string> split_statements(std::string_view sql) {
+    std::vector<std::string> statements;
+    std::string current;
+    while (!sql.empty()) {
+        const auto end = sql.find('\n');
+        const std::string line = trimmed(sql.substr(0, end));
+        sql = end == std::string_view::npos ? std::string_view{} : sql.substr(end + 1);
+        if (line.empty() || line.starts_with("--")) continue;
+        current += line + "\n";
+        if (line.back() == ';') {
+            statements.push_back(std::move(current));
+            current.clear();
+        }
+    }
+    if (!trimmed(current).empty()) statements.push_back(std::move(current));
+    return statements;
+}
+
+// The index name of `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ...`, if the
+// statement is one (unquoted names only, folded to lower case as PostgreSQL does).
+std::optional<std::string> concurrent_index_name(const std::string& statement) {
+    std::vector<std::string> words;
+    std::string word;
+    for (const char c : statement) {
+        if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+            if (!word.empty()) words.push_back(std::move(word));
+            word.clear();
+            if (words.size() == 8) break;
+        } else {
+            word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+    }
+    if (!word.empty()) words.push_back(std::move(word));
+    std::size_t i = 0;
+    const auto next_is = [&](std::string_view expected) { return i < words.size() && words[i] == expected && ++i; };
+    if (!next_is("create")) return std::nullopt;
+    next_is("unique");
+    if (!(next_is("index") && next_is("concurrently") && next_is("if") && next_is("not") && next_is("exists"))) {
+        return std::nullopt;
+    }
+    if (i >= words.size() || words[i].find('"') != std::string::npos) return std::nullopt;
+    return words[i];
+}
+
 std::string short_hash(const std::string& checksum) { return checksum.substr(0, 12) + "…"; }
 
 // PostgreSQL's message can quote the values a statement touched, so only the SQLSTATE
 // leaves here; running the file with psql shows the whole message. Called in a catch block.
-MigrationError failed_migration(const std::string& file_name) {
-    return MigrationError("migration " + file_name + " failed and was rolled back: " +
+MigrationError failed_migration(const std::string& file_name, bool transactional = true) {
+    return MigrationError("migration " + file_name +
+                          (transactional ? " failed and was rolled back: "
+                                         : " failed (it runs outside a transaction; its statements are "
+                                           "idempotent, so run migrate again once the cause is fixed): ") +
                           classify_db_error(std::current_exception()).describe() +
                           "; run the file with psql against a copy of the database to see PostgreSQL's message");
 }
@@ -157,12 +266,63 @@ void verify_in_order(const std::vector<Migration>& migrations, const std::map<in
     }
 }
 
+std::vector<LiveHost> live_hosts(pqxx::transaction_base& tx) {
+    std::vector<LiveHost> hosts;
+    if (!tx.exec1(kFleetExists)[0].as<bool>()) return hosts;
+    for (const auto& row : tx.exec(kLiveHosts)) {
+        hosts.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int>()});
+    }
+    return hosts;
+}
+
+std::string describe_hosts(const std::vector<LiveHost>& hosts) {
+    constexpr std::size_t kNamed = 3;
+    std::string text;
+    for (std::size_t i = 0; i < hosts.size() && i < kNamed; ++i) {
+        text += (i == 0 ? "" : ", ") + hosts[i].host_id + " (release " + hosts[i].release + ", schema " +
+                (hosts[i].schema_needed > 0 ? std::to_string(hosts[i].schema_needed) : std::string("unrecorded")) +
+                ")";
+    }
+    if (hosts.size() > kNamed) text += " and " + std::to_string(hosts.size() - kNamed) + " more";
+    return text;
+}
+
+// A pending file breaks live hosts that need a schema below its threshold: an offline file
+// every host built before it, a file raising compatible-with-hosts-from the hosts below that.
+void refuse_breaking(const std::vector<Migration>& migrations, const std::map<int, HistoryRow>& history,
+                     const std::vector<LiveHost>& hosts) {
+    for (const auto& migration : migrations) {
+        if (history.contains(migration.version)) continue;
+        const int threshold = !migration.header.online ? migration.version : migration.header.hosts_from;
+        std::vector<LiveHost> behind;
+        for (const auto& host : hosts) {
+            if (host.schema_needed < threshold) behind.push_back(host);
+        }
+        if (behind.empty()) continue;
+        const std::string what =
+            !migration.header.online
+                ? "is not online (" + migration.header.offline_reason + ")"
+                : "leaves only hosts that need schema " + std::to_string(threshold) + " or newer able to run";
+        throw MigrationRefused("migration " + migration.file_name + " " + what + " and " +
+                               std::to_string(behind.size()) + " live host(s) of an older release are registered: " +
+                               describe_hosts(behind) +
+                               "; stop or upgrade them first, or run `outboxd migrate --offline` to apply it anyway");
+    }
+}
+
 // Session-level lock: it survives the per-file transactions and is released on every path.
 class AdvisoryLock {
 public:
+    // Polled rather than waited for inside one statement: a waiting statement is an open
+    // transaction, which a CREATE INDEX CONCURRENTLY of the lock holder waits for in turn.
     explicit AdvisoryLock(pqxx::connection& conn) : conn_(conn) {
-        pqxx::nontransaction tx{conn_};
-        tx.exec_params("SELECT pg_advisory_lock($1)", kMigrationLockKey);
+        while (true) {
+            {
+                pqxx::nontransaction tx{conn_};
+                if (tx.exec_params1("SELECT pg_try_advisory_lock($1)", kMigrationLockKey)[0].as<bool>()) return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
     }
     ~AdvisoryLock() {
         try {
@@ -181,63 +341,318 @@ private:
     pqxx::connection& conn_;
 };
 
+// Runs a `-- outboxd: no-transaction` file statement by statement in autocommit mode.
+void run_outside_transaction(pqxx::connection& conn, const std::string& sql, const std::string& path) {
+    pqxx::nontransaction tx{conn};
+    const std::string previous_path = tx.exec1("SELECT current_setting('search_path')")[0].as<std::string>();
+    const std::string schema = tx.exec1("SELECT current_schema()")[0].as<std::string>();
+    tx.exec0("SET search_path = " + path);
+    try {
+        for (const std::string& statement : split_statements(sql)) {
+            if (const auto index = concurrent_index_name(statement)) {
+                // A failed CREATE INDEX CONCURRENTLY leaves an INVALID index that IF NOT
+                // EXISTS would then keep forever; drop it (without blocking writes) first.
+                const bool invalid_leftover =
+                    !tx.exec_params(
+                           "SELECT 1 FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid "
+                           "WHERE c.relname = $1 AND c.relnamespace = $2::regnamespace AND NOT i.indisvalid",
+                           *index, tx.quote_name(schema))
+                         .empty();
+                if (invalid_leftover) {
+                    tx.exec0("DROP INDEX CONCURRENTLY IF EXISTS " + tx.quote_name(schema) + "." + tx.quote_name(*index));
+                }
+            }
+            tx.exec0(statement);
+        }
+    } catch (...) {
+        try {
+            tx.exec_params("SELECT set_config('search_path', $1, false)", previous_path);
+        } catch (...) {
+            // The connection is gone; so is its session setting.
+        }
+        throw;
+    }
+    tx.exec_params("SELECT set_config('search_path', $1, false)", previous_path);
+}
+
+bool role_exists(pqxx::transaction_base& tx, const std::string& role) {
+    return !tx.exec_params("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", role).empty();
+}
+
+void check_role(pqxx::transaction_base& tx, const std::string& role, const std::string& option) {
+    if (role.empty()) return;
+    if (!role_exists(tx, role)) {
+        throw RoleError("role '" + role + "' (" + option +
+                        ") does not exist; create it first (outboxd migrate grants privileges, it never creates roles)");
+    }
+    if (tx.exec_params1("SELECT $1 = current_user", role)[0].as<bool>()) {
+        throw RoleError("role '" + role + "' (" + option +
+                        ") is the role running migrate, which owns the schema; name a separate role");
+    }
+}
+
+void check_roles_exist(pqxx::transaction_base& tx, const RoleNames& roles) {
+    check_role(tx, roles.runtime, "--runtime-role");
+    check_role(tx, roles.publisher, "--publisher-role");
+    if (!roles.runtime.empty() && roles.runtime == roles.publisher) {
+        throw RoleError("--runtime-role and --publisher-role name the same role '" + roles.runtime +
+                        "'; the publisher role must be a separate role that can only call outbox_publish");
+    }
+}
+
+// What the runtime role may do per table, beyond which it has nothing. An outbox table not
+// listed here (outbox_*, added by a later migration) gets SELECT, INSERT, UPDATE, DELETE:
+// never TRUNCATE, REFERENCES, TRIGGER or ownership, so no DDL and no disabling of triggers.
+// Tables of the application in the same schema are left alone.
+struct TableGrant {
+    const char* table;
+    const char* privileges;
+};
+constexpr TableGrant kRuntimeTables[] = {
+    {"event_publication", "SELECT, UPDATE, DELETE"},  // claims, outcomes, retry, retention
+    {"event_consumption", "SELECT, INSERT, DELETE"},  // fence; retention's delete trigger
+    {"outbox_manual_retry", "SELECT, INSERT"},        // append-only history
+    {"audit_event", "SELECT, INSERT"},                // append-only audit
+    {"outbox_handler_throttle", "SELECT, INSERT, UPDATE"},
+    {"outbox_handler_slot", "SELECT, INSERT, UPDATE"},
+    {"outbox_host", "SELECT, INSERT, UPDATE, DELETE"},
+    {"outbox_schema_history", "SELECT"},  // start-up schema check
+    {"outbox_role", "SELECT"},
+};
+constexpr const char* kDefaultRuntimePrivileges = "SELECT, INSERT, UPDATE, DELETE";
+
+// The outbox's tables in the schema, qualified and quoted.
+std::vector<std::pair<std::string, std::string>> outbox_tables(pqxx::transaction_base& tx, const std::string& schema) {
+    std::vector<std::pair<std::string, std::string>> tables;
+    for (const auto& row : tx.exec_params(
+             "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relnamespace = $1::regnamespace "
+             "AND c.relkind IN ('r', 'p') AND (c.relname LIKE 'outbox\\_%' "
+             "OR c.relname IN ('event_publication', 'event_consumption', 'audit_event')) ORDER BY 1",
+             schema)) {
+        const std::string name = row[0].as<std::string>();
+        tables.emplace_back(name, schema + "." + tx.quote_name(name));
+    }
+    return tables;
+}
+
+void grant_runtime(pqxx::transaction_base& tx, const std::string& schema, const std::string& role) {
+    const std::string r = tx.quote_name(role);
+    tx.exec0("GRANT USAGE ON SCHEMA " + schema + " TO " + r);
+    for (const auto& [name, table] : outbox_tables(tx, schema)) {
+        const char* privileges = kDefaultRuntimePrivileges;
+        for (const auto& grant : kRuntimeTables) {
+            if (name == grant.table) privileges = grant.privileges;
+        }
+        tx.exec0("REVOKE ALL ON " + table + " FROM " + r);
+        tx.exec0("GRANT " + std::string(privileges) + " ON " + table + " TO " + r);
+    }
+    for (const auto& row : tx.exec_params(
+             "SELECT c.oid::regclass::text FROM pg_catalog.pg_class c WHERE c.relnamespace = $1::regnamespace "
+             "AND c.relkind = 'S' AND c.relname LIKE 'outbox\\_%'",
+             schema)) {
+        tx.exec0("GRANT USAGE, SELECT ON SEQUENCE " + row[0].as<std::string>() + " TO " + r);
+    }
+    for (const auto& row : tx.exec_params(
+             "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p "
+             "WHERE p.pronamespace = $1::regnamespace AND p.proname LIKE 'outbox\\_%'",
+             schema)) {
+        tx.exec0("GRANT EXECUTE ON FUNCTION " + row[0].as<std::string>() + " TO " + r);
+    }
+}
+
+void grant_publisher(pqxx::transaction_base& tx, const std::string& schema, const std::string& role) {
+    const std::string r = tx.quote_name(role);
+    tx.exec0("GRANT USAGE ON SCHEMA " + schema + " TO " + r);
+    for (const auto& [name, table] : outbox_tables(tx, schema)) tx.exec0("REVOKE ALL ON " + table + " FROM " + r);
+    for (const auto& row : tx.exec_params(
+             "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p "
+             "WHERE p.proname = 'outbox_publish' AND p.pronamespace = $1::regnamespace",
+             schema)) {
+        tx.exec0("GRANT EXECUTE ON FUNCTION " + row[0].as<std::string>() + " TO " + r);
+    }
+}
+
+// Grants the stored roles (after storing the ones given now). Runs after every migrate, so
+// tables and functions added by later migrations are covered once migrate has run.
+void grant_roles(pqxx::connection& conn, const RoleNames& roles, const std::string& path) {
+    pqxx::work tx{conn};
+    tx.exec0("SET LOCAL search_path = " + path);
+    const bool stored = tx.exec1("SELECT to_regclass('outbox_role') IS NOT NULL")[0].as<bool>();
+    if (!stored) {
+        if (!roles.runtime.empty() || !roles.publisher.empty()) {
+            throw MigrationError("this schema has no outbox_role table; role grants need every migration applied");
+        }
+        return;
+    }
+    const auto store = [&](const char* kind, const std::string& role) {
+        if (role.empty()) return;
+        tx.exec_params0(
+            "INSERT INTO outbox_role (kind, role_name) VALUES ($1, $2) "
+            "ON CONFLICT (kind) DO UPDATE SET role_name = EXCLUDED.role_name",
+            kind, role);
+    };
+    store("runtime", roles.runtime);
+    store("publisher", roles.publisher);
+    const std::string schema = tx.quote_name(tx.exec1("SELECT current_schema()")[0].as<std::string>());
+    // Publisher first: if one role were stored for both, the runtime grants would win.
+    for (const char* kind : {"publisher", "runtime"}) {
+        const auto row = tx.exec_params("SELECT role_name FROM outbox_role WHERE kind = $1", kind);
+        if (row.empty()) continue;
+        const std::string role = row[0][0].as<std::string>();
+        check_role(tx, role, std::string("stored ") + kind + " role");
+        if (std::string_view(kind) == "runtime") {
+            grant_runtime(tx, schema, role);
+        } else {
+            grant_publisher(tx, schema, role);
+        }
+    }
+    tx.commit();
+}
+
 }  // namespace
 
 Migrator::Migrator(std::vector<EmbeddedMigration> migrations) : migrations_(std::move(migrations)) {
     validated(migrations_);
 }
 
-std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn) const {
+MigrationHeader parse_migration_header(std::string_view file_name, std::string_view sql) {
+    MigrationHeader header;
+    const auto malformed = [&](std::string_view line, const char* expected) {
+        return MigrationError("migration " + std::string(file_name) + " has a malformed header line '" +
+                              std::string(line) + "'; expected " + expected);
+    };
+    std::size_t position = 0;
+    while (position < sql.size()) {
+        const auto end = std::min(sql.find('\n', position), sql.size());
+        const std::string_view line = trim(sql.substr(position, end - position));
+        position = end + 1;
+        if (line.empty()) continue;
+        if (!line.starts_with("--")) break;  // the header is the leading comment block
+        const std::string_view text = trim(line.substr(2));
+        constexpr std::string_view kOnline = "online:";
+        constexpr std::string_view kHostsFrom = "compatible-with-hosts-from:";
+        if (text.starts_with(kOnline)) {
+            const std::string_view value = trim(text.substr(kOnline.size()));
+            header.has_online = true;
+            if (value == "yes") {
+                header.online = true;
+            } else if (value.starts_with("no") &&
+                       (value.size() == 2 || std::string_view(" \t:,-\xe2").find(value[2]) != std::string_view::npos)) {
+                // "no — why", "no: why", "no, why", "no - why": the reason is what follows.
+                std::string_view reason = value.substr(2);
+                while (!reason.empty() && std::string_view(" \t:,-").find(reason.front()) != std::string_view::npos) {
+                    reason.remove_prefix(1);
+                }
+                if (reason.starts_with("\u2014")) reason.remove_prefix(std::string_view("\u2014").size());
+                reason = trim(reason);
+                if (reason.empty()) throw malformed(line, "'-- online: no — <why it cannot run online>'");
+                header.online = false;
+                header.offline_reason = std::string(reason);
+            } else {
+                throw malformed(line, "'-- online: yes' or '-- online: no — <why>'");
+            }
+        } else if (text.starts_with(kHostsFrom)) {
+            const std::string_view digits = trim(text.substr(kHostsFrom.size()));
+            int value = 0;
+            const auto [ptr, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+            if (error != std::errc{} || ptr != digits.data() + digits.size() || value <= 0) {
+                throw malformed(line, "'-- compatible-with-hosts-from: <schema version>'");
+            }
+            header.hosts_from = value;
+        }
+    }
+    return header;
+}
+
+std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const RoleNames& roles,
+                                              MigrateOptions options) const {
     const std::vector<Migration> migrations = validated(migrations_);
     const AdvisoryLock lock{conn};
 
     std::map<int, HistoryRow> history;
     std::vector<std::string> sums;
+    std::vector<LiveHost> hosts;
+    std::string path;
     {
         pqxx::work tx{conn};
+        const auto schema = tx.exec1("SELECT quote_ident(current_schema())")[0];
+        if (schema.is_null()) {
+            throw MigrationError("no schema of the connection's search_path exists; create the schema outboxd "
+                                 "migrates into (or fix search_path) and run migrate again");
+        }
+        // Not naming pg_catalog keeps it searched first (PostgreSQL searches it before the
+        // path unless it is named) while unqualified CREATEs still go to the target schema;
+        // naming pg_temp last stops temporary tables from shadowing the outbox's tables.
+        path = schema.as<std::string>() + ", pg_temp";
+        check_roles_exist(tx, roles);
         tx.exec0(kCreateHistory);
         history = read_history(tx);
         sums = checksums(tx, migrations);
+        hosts = live_hosts(tx);
         tx.commit();
     }
     verify_known(migrations, history);
     verify_applied(migrations, sums, history);
     verify_in_order(migrations, history);
+    if (!options.allow_offline) refuse_breaking(migrations, history, hosts);
 
     std::vector<AppliedMigration> applied;
     for (std::size_t i = 0; i < migrations.size(); ++i) {
         const Migration& migration = migrations[i];
         if (history.contains(migration.version)) continue;
         const auto started = std::chrono::steady_clock::now();
-        try {
-            pqxx::work tx{conn};
-            tx.exec(migration.sql);
-            const auto duration_ms =
+        const auto elapsed_ms = [&] {
+            return static_cast<long long>(
                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
-                    .count();
-            tx.exec_params0(kInsertHistory, migration.version, migration.file_name, sums[i],
-                            static_cast<long long>(duration_ms));
+                    .count());
+        };
+        try {
+            if (!migration.transactional()) run_outside_transaction(conn, migration.sql, path);
+            pqxx::work tx{conn};
+            tx.exec0("SET LOCAL search_path = " + path);
+            if (migration.transactional()) tx.exec(migration.sql);
+            const long long duration_ms = elapsed_ms();
+            if (tx.exec1(kHasHostsFrom)[0].as<bool>()) {
+                tx.exec_params0(kInsertHistoryWithHostsFrom, migration.version, migration.file_name, sums[i],
+                                duration_ms, migration.header.hosts_from);
+            } else {
+                tx.exec_params0(kInsertHistory, migration.version, migration.file_name, sums[i], duration_ms);
+            }
             tx.commit();
-            applied.push_back({migration.version, migration.file_name, static_cast<long long>(duration_ms)});
+            applied.push_back({migration.version, migration.file_name, duration_ms});
         } catch (const pqxx::sql_error&) {
-            throw failed_migration(migration.file_name);
+            throw failed_migration(migration.file_name, migration.transactional());
         } catch (const pqxx::transaction_rollback&) {
             // Not an sql_error in libpqxx 6.4 (serialization failure, deadlock).
-            throw failed_migration(migration.file_name);
+            throw failed_migration(migration.file_name, migration.transactional());
         }
     }
+    try {
+        grant_roles(conn, roles, path);
+    } catch (const pqxx::sql_error&) {
+        throw MigrationError("granting the runtime and publisher roles their privileges failed: " +
+                             classify_db_error(std::current_exception()).describe());
+    }
     return applied;
+}
+
+int Migrator::latest_version() const {
+    const std::vector<Migration> migrations = validated(migrations_);
+    return migrations.empty() ? 0 : migrations.back().version;
 }
 
 SchemaStatus Migrator::status(pqxx::connection& conn) const {
     const std::vector<Migration> migrations = validated(migrations_);
     pqxx::read_transaction tx{conn};
     std::map<int, HistoryRow> history;
-    if (tx.exec1(kHistoryExists)[0].as<bool>()) history = read_history(tx);
+    SchemaStatus status;
+    if (tx.exec1(kHistoryExists)[0].as<bool>()) {
+        history = read_history(tx);
+        status.hosts_from = tx.exec1(kRequiredHostSchema)[0].as<int>();
+    }
     verify_applied(migrations, checksums(tx, migrations), history);
     tx.commit();
 
-    SchemaStatus status;
     status.applied_version = history.empty() ? 0 : history.rbegin()->first;
     status.latest_version = migrations.empty() ? 0 : migrations.back().version;
     for (const auto& migration : migrations) {

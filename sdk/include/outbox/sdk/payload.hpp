@@ -57,6 +57,18 @@ private:
     std::string field_;
 };
 
+/// Thrown when free text such as an aggregate_key is shaped like personal data. what() is
+/// "<field>: <rule>" and never contains the value.
+class FreeTextError : public std::invalid_argument {
+public:
+    FreeTextError(std::string field, const std::string& rule)
+        : std::invalid_argument(field + ": " + rule), field_(std::move(field)) {}
+    [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+private:
+    std::string field_;
+};
+
 namespace detail {
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -141,6 +153,19 @@ inline bool looks_like_phone(std::string_view s) {
     return separated && digits >= 9;
 }
 
+/// The rule free text that operators read (an aggregate_key) breaks, or nullptr. The same
+/// detectors as the payload rules: e-mail, JWT, phone-shaped, and a run of 13+ digits inside
+/// other text; a value of digits only is a numeric id (as Integer fields are) and passes.
+/// outbox_check_free_text() in SQL implements the same rules in the same order.
+inline const char* free_text_rule(std::string_view s) {
+    if (looks_like_email(s)) return "value is shaped like an e-mail address";
+    if (looks_like_jwt(s)) return "value is shaped like a JWT";
+    if (looks_like_phone(s)) return "value is shaped like a phone number";
+    const bool only_digits = !s.empty() && std::all_of(s.begin(), s.end(), is_digit);
+    if (!only_digits && longest_digit_run(s, false) >= 13) return "value contains a run of 13 or more digits";
+    return nullptr;
+}
+
 /// Well-formed UTF-8 (no overlong forms, no surrogates), as PostgreSQL requires.
 inline bool valid_utf8(std::string_view s) {
     for (std::size_t i = 0; i < s.size();) {
@@ -222,11 +247,12 @@ inline const char* kind_name(FieldKind kind) {
 
 }  // namespace detail
 
-/// The rule `text` breaks when it is shaped like personal data or a secret (an e-mail
-/// address, a JWT, a phone number or a run of 9+ digits), or nullptr. SafePayload's String
-/// fields and the host's operator free text (a manual retry's reason) share these
-/// detectors. The rule names the shape, never the value.
-inline const char* free_text_pii_rule(std::string_view text) {
+/// The rule short free text breaks when it is shaped like personal data or a secret (an
+/// e-mail address, a JWT, a phone number or a run of 9+ digits, separators allowed), or
+/// nullptr. SafePayload's String fields and the host's operator free text (a manual
+/// retry's reason) share these detectors. (Identifier-like text such as an aggregate_key
+/// follows detail::free_text_rule.) The rule names the shape, never the value.
+inline const char* string_field_rule(std::string_view text) {
     if (detail::looks_like_email(text)) return "value is shaped like an e-mail address";
     if (detail::looks_like_jwt(text)) return "value is shaped like a JWT";
     if (detail::longest_digit_run(text, true) >= 9) return "value is shaped like a phone number or long digit run";
@@ -281,7 +307,7 @@ public:
                 if (!detail::valid_utf8(value)) throw PayloadError(spec.name, "is not valid UTF-8");
                 // jsonb cannot store U+0000.
                 if (value.find('\0') != std::string_view::npos) throw PayloadError(spec.name, "contains a NUL character");
-                if (const char* rule = free_text_pii_rule(value)) throw PayloadError(spec.name, rule);
+                if (const char* rule = string_field_rule(value)) throw PayloadError(spec.name, rule);
                 break;
             default:
                 throw PayloadError(spec.name, std::string("is declared ") + detail::kind_name(spec.kind) + ", not text");
