@@ -2,6 +2,8 @@
 # Builds outboxd with warnings as errors and all test tiers, starts a throwaway PostgreSQL
 # on a free loopback port, and runs the tests with CTest. Arguments go to ctest, e.g.
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
+# The `hostile` label (tests/hostile, about 10 s) attacks a real `outboxd run` child's admin
+# listener: scripts/test.sh -L hostile.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,

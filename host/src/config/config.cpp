@@ -115,6 +115,25 @@ bool to_bool(const Value& v) {
     fail(v, v.from_env ? "expected true or false (or 1/0, yes/no)" : "expected true or false");
 }
 
+std::vector<std::string> to_roles(const Value& v) {
+    std::vector<std::string> roles;
+    std::string_view text = v.raw.text;
+    while (true) {
+        const auto comma = text.find(',');
+        std::string_view role = text.substr(0, comma);
+        while (!role.empty() && role.front() == ' ') role.remove_prefix(1);
+        while (!role.empty() && role.back() == ' ') role.remove_suffix(1);
+        const bool valid = !role.empty() && role.size() <= 64 && std::all_of(role.begin(), role.end(), [](char c) {
+            return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        });
+        if (!valid) fail(v, "expected a list of role names (letters, digits, _ and -), e.g. [PLATFORM_ADMIN]");
+        roles.emplace_back(role);
+        if (comma == std::string_view::npos) break;
+        text.remove_prefix(comma + 1);
+    }
+    return roles;
+}
+
 std::string to_choice(const Value& v, std::initializer_list<std::string_view> choices) {
     std::string allowed;
     for (const auto choice : choices) {
@@ -248,6 +267,22 @@ const std::array kSettings{
     Setting{"admin.jwt_max_lifetime", "OUTBOX_ADMIN_JWT_MAX_LIFETIME",
             [](Config& c, const Value& v) { c.admin.jwt_max_lifetime = to_duration(v, 1s, 24h); }, "1h",
             "admin tokens whose `exp - iat` is longer are refused"},
+    Setting{"admin.request_timeout", "OUTBOX_ADMIN_REQUEST_TIMEOUT",
+            [](Config& c, const Value& v) { c.admin.request_timeout = to_duration(v, 100ms, 10min); }, "10s",
+            "a whole admin request (line, headers, body) must arrive within this, or it is answered 408"},
+    Setting{"admin.max_connections_per_client", "OUTBOX_ADMIN_MAX_CONNECTIONS_PER_CLIENT",
+            [](Config& c, const Value& v) { c.admin.max_connections_per_client = to_int(v, 1, 65536); }, "32",
+            "open admin connections from one client address; more are answered 503"},
+    Setting{"admin.max_connections", "OUTBOX_ADMIN_MAX_CONNECTIONS",
+            [](Config& c, const Value& v) { c.admin.max_connections = to_int(v, 1, 65536); }, "512",
+            "open admin connections in total; more are answered 503"},
+    Setting{"admin.platform_roles", "OUTBOX_ADMIN_PLATFORM_ROLES",
+            [](Config& c, const Value& v) { c.admin.platform_roles = to_roles(v); }, "PLATFORM_ADMIN",
+            "JWT roles allowed on platform endpoints (`/api/v1/admin/fleet`, handler pause/resume)",
+            "a list of role names (the variable: comma-separated)"},
+    Setting{"admin.metrics_cache", "OUTBOX_ADMIN_METRICS_CACHE",
+            [](Config& c, const Value& v) { c.admin.metrics_cache = to_duration(v, 0ms, 1h); }, "5s",
+            "`/metrics` database gauges are computed at most once per this"},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
@@ -367,6 +402,15 @@ public:
     }
 
     Raw scalar(const std::string& path, const YAML::Node& key, const YAML::Node& value) const {
+        // The one list-valued key: its items are joined with commas, as its variable is written.
+        if (path == "admin.platform_roles" && value.IsSequence()) {
+            std::string joined;
+            for (const auto& item : value) {
+                if (!item.IsScalar()) fail_at(path, origin(key, value), "expected a list of role names");
+                joined += (joined.empty() ? "" : ",") + item.Scalar();
+            }
+            return Raw{joined, origin(value)};
+        }
         if (!value.IsScalar()) fail_at(path, origin(key, value), "expected a single value, got " + kind(value));
         return Raw{value.Scalar(), origin(value)};
     }

@@ -79,6 +79,11 @@ struct Config {
         std::string jwt_issuer;
         std::string jwt_audience;               // required with jwt_public_key_file
         milliseconds jwt_max_lifetime{std::chrono::hours{1}};  // longest exp - iat accepted
+        milliseconds request_timeout{std::chrono::seconds{10}};  // whole-request deadline (head and body)
+        int max_connections_per_client = 32;    // open connections from one client address
+        int max_connections = 512;              // open connections in total
+        milliseconds metrics_cache{std::chrono::seconds{5}};  // /metrics database gauges reused this long
+        std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // JWT roles that may use the platform endpoints
         bool operator==(const Admin&) const = default;
     } admin;
     struct Log {
