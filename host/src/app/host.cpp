@@ -221,8 +221,9 @@ bool Host::start(std::stop_token stop) {
               ", database at " + std::to_string(schema_accepted_) + ") started as " + host_id_ + " with " +
               std::to_string(handlers->entries().size()) + " handler(s), concurrency " +
               std::to_string(config_.outbox.concurrency));
-    // READY=1 goes out with the first STATUS= line, from the status thread.
-    if (options_.notifier) status_thread_ = std::jthread([this](std::stop_token token) { report_status(token); });
+    // READY=1 goes out with the first STATUS= line, from the status thread (only when a
+    // supervisor listens: it queries the database every 10 s).
+    if (options_.notifier && options_.notifier->enabled()) status_thread_ = std::jthread([this](std::stop_token token) { report_status(token); });
     return true;
 }
 

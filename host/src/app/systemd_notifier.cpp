@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include <systemd/sd-daemon.h>
 
 namespace outbox::app {
 
-SystemdNotifier::SystemdNotifier() {
+SystemdNotifier::SystemdNotifier() : enabled_(std::getenv("NOTIFY_SOCKET") != nullptr) {
     // sd_watchdog_enabled also checks WATCHDOG_PID, when set, against this process.
     std::uint64_t usec = 0;
     if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) watchdog_ = std::chrono::microseconds{usec};

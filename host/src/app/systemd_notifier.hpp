@@ -18,6 +18,9 @@ class SystemdNotifier final : public dispatch::LoopObserver {
 public:
     SystemdNotifier();
 
+    /// NOTIFY_SOCKET is set: systemd (or another supervisor) listens.
+    [[nodiscard]] bool enabled() const noexcept { return enabled_; }
+
     /// READY=1, with a STATUS= line in the same message when `status` is not empty.
     void ready(const std::string& status = {});
     void reloading();
@@ -34,6 +37,7 @@ public:
     [[nodiscard]] std::optional<std::chrono::microseconds> watchdog_interval() const noexcept { return watchdog_; }
 
 private:
+    bool enabled_ = false;
     std::optional<std::chrono::microseconds> watchdog_;
     std::atomic<bool> beating_{false};
     std::atomic<std::chrono::steady_clock::rep> last_beat_{0};
