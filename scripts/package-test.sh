@@ -125,8 +125,9 @@ dpkg --purge "${packages[@]}" >/dev/null
 for package in "${packages[@]}"; do
   ! installed "$package" || fail "$package is still installed"
 done
-! getent passwd outboxd >/dev/null || fail "the outboxd user is left after purge"
-! getent group outboxd >/dev/null || fail "the outboxd group is left after purge"
+# The system user stays (see deploy/debian/postrm) and must still be unable to log in.
+[[ "$(getent passwd outboxd | cut -d: -f7)" == */nologin || "$(getent passwd outboxd | cut -d: -f7)" == /bin/false ]] ||
+  fail "the outboxd user kept after purge can log in"
 for path in /etc/outboxd /etc/default/outboxd /usr/lib/outboxd /usr/bin/outboxd /lib/systemd/system/outboxd.service \
   /usr/share/outboxd /usr/include/outbox /usr/lib/cmake/OutboxSdk; do
   [[ ! -e "$path" ]] || fail "$path is left after purge"

@@ -190,6 +190,10 @@ TEST_F(PluginLoaderTest, AnUnnamedPluginGetsTheSectionNamedLikeItsFile) {
 
     const fs::path plain = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG, "unnamed-config.so");
     EXPECT_EQ(expect_loaded(plain, configs).handler_name, "unnamed-config");
+
+    // As CMake names a MODULE target: the 0.1.0 sample plugins are found this way.
+    const fs::path target = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG, "libunnamed_config.so");
+    EXPECT_EQ(expect_loaded(target, configs).handler_name, "unnamed-config");
 }
 
 TEST_F(PluginLoaderTest, AnUnnamedPluginWhoseFileNamesNoSectionIsRefusedWithTheFix) {

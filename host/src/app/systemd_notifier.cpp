@@ -16,8 +16,9 @@ SystemdNotifier::SystemdNotifier() : enabled_(std::getenv("NOTIFY_SOCKET") != nu
 
 void SystemdNotifier::ready(const std::string& status) {
     sd_notify(0, status.empty() ? "READY=1" : ("READY=1\nSTATUS=" + status).c_str());
+    // No beat here: ready() also follows a SIGHUP rescan on another thread, and a beat from
+    // anywhere but the dispatch loop would keep a wedged host alive.
     beating_ = true;
-    beat();
 }
 
 void SystemdNotifier::reloading() { sd_notify(0, "RELOADING=1"); }

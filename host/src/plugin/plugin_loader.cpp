@@ -258,9 +258,19 @@ std::string bounded(const char* text, std::size_t capacity) { return std::string
 /// The section of a plugin whose manifest names no handler: the one named like the file
 /// ("name.so" or "libname.so"), if the config has it. Only this one section is used.
 std::optional<std::string> section_by_file_name(const fs::path& file, const HandlerConfigs& configs) {
+    // CMake names a MODULE target's file lib<target>.so, and targets use '_' where handler
+    // names use '-' (libmission_log_forwarding.so serves mission-log-forwarding).
     const std::string stem = file.stem().string();
-    if (configs.contains(stem)) return stem;
-    if (stem.rfind("lib", 0) == 0 && configs.contains(stem.substr(3))) return stem.substr(3);
+    std::vector<std::string> candidates{stem};
+    if (stem.rfind("lib", 0) == 0) candidates.push_back(stem.substr(3));
+    for (std::size_t i = 0, n = candidates.size(); i < n; ++i) {
+        std::string dashed = candidates[i];
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        if (dashed != candidates[i]) candidates.push_back(std::move(dashed));
+    }
+    for (const auto& candidate : candidates) {
+        if (configs.contains(candidate)) return candidate;
+    }
     return std::nullopt;
 }
 
@@ -347,7 +357,7 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
                                            : std::string("config {} (no handlers.<name>.config section)");
     const std::string unnamed_hint =
         "; its manifest names no handler (built with the one-argument OUTBOX_PLUGIN or SDK 1.0), so its section is "
-        "found by the file name: rebuild with OUTBOX_PLUGIN(Class, \"name\") or name the file lib<name>.so";
+        "found by the file name: rebuild with OUTBOX_PLUGIN(Class, \"name\") or name the file lib<name>.so ('_' for '-' is accepted)";
 
     Construction made = construct(factory, config_json);
     if (!made.handler) {
