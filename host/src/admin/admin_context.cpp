@@ -18,7 +18,7 @@ std::string with_connect_timeout(const std::string& url) {
 
 }  // namespace
 
-AdminContext::AdminContext(AdminOptions options, const metrics::Metrics& metrics, AdminServer::HandlerSource handlers)
+AdminContext::AdminContext(AdminOptions options, metrics::Metrics& metrics, AdminServer::HandlerSource handlers)
     : options_(std::move(options)), metrics_(metrics), handler_source_(std::move(handlers)), auth_(options_.jwt),
       pool_(with_connect_timeout(options_.database_url), options_.db_connections) {}
 

@@ -42,7 +42,7 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
 }
 
 struct AdminServer::Impl {
-    Impl(AdminOptions o, const metrics::Metrics& m, HandlerSource h)
+    Impl(AdminOptions o, metrics::Metrics& m, HandlerSource h)
         : context(std::move(o), m, std::move(h)),
           transport(TransportOptions{context.options().threads, context.options().max_body_bytes,
                                      context.options().io_timeout, context.options().keep_alive_timeout},
@@ -50,6 +50,7 @@ struct AdminServer::Impl {
         add_probe_endpoints(router, context);
         add_event_read_endpoints(router, context);
         add_retry_endpoints(router, context);
+        add_discard_endpoints(router, context);
         add_fleet_endpoints(router, context);
     }
 
@@ -60,10 +61,10 @@ struct AdminServer::Impl {
     bool started = false;
 };
 
-AdminServer::AdminServer(AdminOptions options, const metrics::Metrics& metrics, HandlerSource handlers)
+AdminServer::AdminServer(AdminOptions options, metrics::Metrics& metrics, HandlerSource handlers)
     : impl_(std::make_unique<Impl>(std::move(options), metrics, std::move(handlers))) {}
 
-AdminServer::AdminServer(AdminOptions options, const metrics::Metrics& metrics,
+AdminServer::AdminServer(AdminOptions options, metrics::Metrics& metrics,
                          std::shared_ptr<const dispatch::HandlerSet> handlers)
     : AdminServer(std::move(options), metrics, HandlerSource([handlers] { return handlers; })) {}
 
