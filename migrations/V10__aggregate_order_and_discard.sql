@@ -52,12 +52,16 @@ CREATE INDEX event_publication_aggregate_idx ON event_publication (company_id, a
 -- ones they replace, so every existing row satisfies them: NOT VALID skips a scan under
 -- ACCESS EXCLUSIVE, and both are enforced on every write from now on. VALIDATE CONSTRAINT
 -- can be run later at any time (it does not block writes).
+-- The replacements take the old names, so errors keep naming the same constraints.
 ALTER TABLE event_publication ADD CONSTRAINT event_publication_status_v10_check
     CHECK (status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'COMPLETED', 'REVIEW_REQUIRED', 'DISCARDED')) NOT VALID;
 ALTER TABLE event_publication DROP CONSTRAINT event_publication_status_check;
+ALTER TABLE event_publication RENAME CONSTRAINT event_publication_status_v10_check TO event_publication_status_check;
 ALTER TABLE event_publication ADD CONSTRAINT event_publication_completed_v10_check
     CHECK ((status IN ('COMPLETED', 'DISCARDED')) = (completed_at IS NOT NULL)) NOT VALID;
 ALTER TABLE event_publication DROP CONSTRAINT event_publication_completed_check;
+ALTER TABLE event_publication RENAME CONSTRAINT event_publication_completed_v10_check
+    TO event_publication_completed_check;
 
 -- Retention walks old DISCARDED rows like old COMPLETED ones.
 CREATE INDEX event_publication_discarded_idx ON event_publication (completed_at) WHERE status = 'DISCARDED';

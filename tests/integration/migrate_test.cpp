@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <string>
@@ -83,8 +84,16 @@ std::string message_of(const std::function<void()>& action) {
 const EmbeddedMigration kV2{"V1001__add_widget.sql", "CREATE TABLE widget (id int PRIMARY KEY);"};
 const EmbeddedMigration kV3{"V1002__add_gadget.sql", "CREATE TABLE gadget (id int PRIMARY KEY);"};
 
-// The real migrations are numbered 1..N without gaps.
-int real_latest() { return static_cast<int>(outbox::db::embedded_migrations().size()); }
+// The highest version among the real migrations (numbers may have gaps while work that
+// adds migrations is merged).
+int real_latest() {
+    int latest = 0;
+    for (const auto& migration : outbox::db::embedded_migrations()) {
+        const std::string name(migration.file_name);
+        latest = std::max(latest, std::stoi(name.substr(1, name.find("__") - 1)));
+    }
+    return latest;
+}
 
 std::vector<std::string> real_file_names() {
     std::vector<std::string> names;

@@ -16,6 +16,7 @@
 #include "admin/discard_service.hpp"
 #include "admin/event_query.hpp"
 #include "admin/retry_service.hpp"
+#include "app/commands.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
@@ -228,6 +229,29 @@ TEST_F(Ordering, ALaterCommitRunsLaterEvenWhenItsTransactionBeganFirst) {
     const auto host = start_host();
     ASSERT_TRUE(wait_until([&] { return status_of(second) == "COMPLETED"; }, 20s));
     EXPECT_EQ(starts()["order-1"], (std::vector<std::string>{first, second}));
+}
+
+TEST_F(Ordering, OutboxdStatusCountsTheBlockedEventsAndDoesNotCallThemUnhandled) {
+    const auto head = publish("user-x");
+    const auto second = publish("user-x");
+    const auto third = publish("user-x");
+    publish("user-y");
+    db_.exec("UPDATE event_publication SET occurred_at = now() - interval '10 minutes', next_attempt_at = now() - "
+             "interval '10 minutes'");
+    db_.exec("UPDATE event_publication SET status = 'REVIEW_REQUIRED', attempt_count = 1 WHERE event_id = '" + head + "'");
+    config::Config config;
+    config.database.url = db_.url();
+    testing::internal::CaptureStdout();
+    const int code = app::status_command(config);
+    const std::string output = testing::internal::GetCapturedStdout();
+    EXPECT_EQ(code, 0);
+    EXPECT_NE(output.find("blocked behind an earlier event of their aggregate: 2 event(s)"), std::string::npos)
+        << output;
+    // user-y's event (not blocked, never claimed) is reported unhandled; user-x's two are waiting, not lost.
+    EXPECT_NE(output.find("OrderedStep                     1 event(s)"), std::string::npos) << output;
+    EXPECT_EQ(blocked_by(second), nlohmann::json(head));
+    EXPECT_EQ(blocked_by(third), nlohmann::json(head)) << "the earliest unfinished event, not the one just before";
+    EXPECT_EQ(blocked_by(head), nlohmann::json(nullptr));
 }
 
 TEST_F(Ordering, EventsWithoutAKeyHaveNoPositionAndAreNeverBlocked) {
