@@ -254,6 +254,30 @@ TEST_F(Ordering, OutboxdStatusCountsTheBlockedEventsAndDoesNotCallThemUnhandled)
     EXPECT_EQ(blocked_by(head), nlohmann::json(nullptr));
 }
 
+// A handler that uses ctx.db() completes the event in its own transaction (the fence); the
+// host then claims the aggregate's next event at once (its workers wake the scheduler after
+// every event), not at its next poll.
+TEST_F(Ordering, ACompletionInTheHandlersTransactionWakesTheHostForTheNextEventOfItsAggregate) {
+    create_scripted_effect_table(db_.url());
+    std::vector<std::string> ids;
+    {
+        pqxx::connection conn(db_.url());
+        pqxx::work tx(conn);
+        for (int i = 0; i < 3; ++i) {
+            ids.push_back(tx.exec1("SELECT outbox_publish('acme', 'TestRequested', '{\"db\": true}', 'k')::text")[0]
+                              .as<std::string>());
+        }
+        tx.commit();
+    }
+    auto options = fast_options(db_.url(), "h1");
+    options.poll_interval = 1h;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    EXPECT_TRUE(wait_until([&] { return status_of(ids[2]) == "COMPLETED"; }, 20s))
+        << "with an hour's poll interval only the completion can have woken the host for each next event";
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 3) << "each completed in its handler's transaction";
+}
+
 TEST_F(Ordering, EventsWithoutAKeyHaveNoPositionAndAreNeverBlocked) {
     const auto blocker = publish("k", R"({"review": true})");
     const auto unkeyed = publish("");
