@@ -1,3 +1,4 @@
+-- online: yes
 -- Per-aggregate ordering and the DISCARDED status.
 --
 -- Online, with two short stalls: the ALTER TABLE statements take an ACCESS EXCLUSIVE lock
