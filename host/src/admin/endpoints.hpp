@@ -13,6 +13,8 @@ void add_probe_endpoints(Router& router, AdminContext& context);
 void add_event_read_endpoints(Router& router, AdminContext& context);
 /// POST /api/v1/admin/outbox-events/{id}/retry.
 void add_retry_endpoints(Router& router, AdminContext& context);
+/// POST /api/v1/admin/outbox-events/{id}/discard.
+void add_discard_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/fleet.
 void add_fleet_endpoints(Router& router, AdminContext& context);
 
