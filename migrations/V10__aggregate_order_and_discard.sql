@@ -1,11 +1,11 @@
 -- online: yes
 -- Per-aggregate ordering and the DISCARDED status.
 --
--- Online, with two short stalls: the ALTER TABLE statements take an ACCESS EXCLUSIVE lock
--- for an instant (a nullable column without default, NOT VALID checks: no table scan), and
--- the two partial indexes are built under a SHARE lock that holds claims and outcomes back
--- for one scan of event_publication. lock_timeout keeps the migration from queueing behind
--- a long transaction while claims queue behind it; it fails instead and can be re-run.
+-- Online: the ALTER TABLE statements take an ACCESS EXCLUSIVE lock for an instant (a
+-- nullable column without default, NOT VALID checks: no table scan); the partial indexes
+-- the claim and retention use are built CONCURRENTLY by V13. lock_timeout keeps the
+-- migration from queueing behind a long transaction while claims queue behind it; it fails
+-- instead and can be re-run.
 -- Hosts of the previous release keep running: they never produce DISCARDED, never read
 -- aggregate_seq and claim without the ordering rule, so ordering holds once every host
 -- runs this release. Their retention leaves DISCARDED rows to the new hosts.
@@ -43,11 +43,6 @@ BEGIN
 END
 $$;
 
--- The claim's ordering rule looks up unfinished predecessors here: only events that are
--- not finished, so the index stays as small as the backlog.
-CREATE INDEX event_publication_aggregate_idx ON event_publication (company_id, aggregate_key, aggregate_seq)
-    WHERE aggregate_seq IS NOT NULL AND status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED');
-
 -- DISCARDED: an operator gave up on a REVIEW_REQUIRED event; terminal, and finished at
 -- completed_at like COMPLETED (retention deletes both). The new checks are weaker than the
 -- ones they replace, so every existing row satisfies them: NOT VALID skips a scan under
@@ -63,9 +58,6 @@ ALTER TABLE event_publication ADD CONSTRAINT event_publication_completed_v10_che
 ALTER TABLE event_publication DROP CONSTRAINT event_publication_completed_check;
 ALTER TABLE event_publication RENAME CONSTRAINT event_publication_completed_v10_check
     TO event_publication_completed_check;
-
--- Retention walks old DISCARDED rows like old COMPLETED ones.
-CREATE INDEX event_publication_discarded_idx ON event_publication (completed_at) WHERE status = 'DISCARDED';
 
 -- The immutable record of an operator's discard, and its Idempotency-Key (the same
 -- semantics as outbox_manual_retry: one key per request and company).
@@ -90,15 +82,16 @@ CREATE TRIGGER outbox_discard_immutable BEFORE UPDATE OR DELETE ON outbox_discar
 CREATE TRIGGER outbox_discard_no_truncate BEFORE TRUNCATE ON outbox_discard
     FOR EACH STATEMENT EXECUTE FUNCTION outbox_reject_modification();
 
--- outbox_publish() as in V1, with one change: each INSERT takes the event's aggregate_seq
--- from outbox_next_aggregate_seq(). The C++ publisher calls this function too.
+-- outbox_publish() as in V8 (SECURITY DEFINER, aggregate_key screened), with one change:
+-- each INSERT takes the event's aggregate_seq from outbox_next_aggregate_seq(). CREATE OR
+-- REPLACE keeps V8's grants. The C++ publisher calls this function too.
 CREATE OR REPLACE FUNCTION outbox_publish(
     p_company_id text,
     p_event_type text,
     p_payload jsonb,
     p_aggregate_key text DEFAULT NULL,
     p_dedup_key text DEFAULT NULL
-) RETURNS uuid LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+) RETURNS uuid LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     v_id uuid;
     v_bad_key text;
@@ -125,6 +118,7 @@ BEGIN
     IF p_aggregate_key IS NOT NULL AND (length(p_aggregate_key) = 0 OR length(p_aggregate_key) > 200) THEN
         RAISE EXCEPTION 'outbox_publish: aggregate_key must be 1 to 200 characters' USING ERRCODE = '22023';
     END IF;
+    PERFORM outbox_check_free_text(p_aggregate_key, 'outbox_publish: aggregate_key');
     IF p_dedup_key IS NOT NULL AND (length(p_dedup_key) = 0 OR length(p_dedup_key) > 200) THEN
         RAISE EXCEPTION 'outbox_publish: dedup_key must be 1 to 200 characters' USING ERRCODE = '22023';
     END IF;
