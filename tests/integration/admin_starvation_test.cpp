@@ -50,7 +50,9 @@ TEST_F(AdminStarvation, ReadyzAnswersWhileEveryApiConnectionIsBusy) {
     for (auto& list : lists) {
         const auto res = list.get();
         ASSERT_TRUE(res);
-        EXPECT_EQ(res->status, 200) << res->body;
+        // Those that found no free API connection within 2 s were told so.
+        EXPECT_TRUE(res->status == 200 || (res->status == 503 && json::parse(res->body)["error"]["code"] == "BUSY"))
+            << res->body;
     }
 }
 

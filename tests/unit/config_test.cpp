@@ -449,6 +449,27 @@ TEST(Config, JwtMaxLifetimeIsADurationFromTheFileOrTheEnvironment) {
         << not_a_duration;
 }
 
+TEST(Config, AdminListenerLimitsAndPlatformRoles) {
+    const auto defaults = parse_config("", "x.yaml", kNoEnv).admin;
+    EXPECT_EQ(defaults.request_timeout, 10s);
+    EXPECT_EQ(defaults.max_connections_per_client, 32);
+    EXPECT_EQ(defaults.max_connections, 512);
+    EXPECT_EQ(defaults.metrics_cache, 5s);
+    EXPECT_EQ(defaults.platform_roles, std::vector<std::string>{"PLATFORM_ADMIN"});
+    const auto set = parse_config(
+        "admin:\n  request_timeout: 3s\n  max_connections_per_client: 4\n  platform_roles: [SRE, ops-lead]\n",
+        "x.yaml", kNoEnv);
+    EXPECT_EQ(set.admin.request_timeout, 3s);
+    EXPECT_EQ(set.admin.max_connections_per_client, 4);
+    EXPECT_EQ(set.admin.platform_roles, (std::vector<std::string>{"SRE", "ops-lead"}));
+    EXPECT_EQ(parse_config("", "x.yaml", env_of({{"OUTBOX_ADMIN_PLATFORM_ROLES", "A, B"}})).admin.platform_roles,
+              (std::vector<std::string>{"A", "B"}));
+    const std::string empty_role = error_of("admin:\n  platform_roles: [SRE, \"\"]\n");
+    EXPECT_TRUE(contains(empty_role, "admin.platform_roles")) << empty_role;
+    EXPECT_TRUE(contains(error_of("admin:\n  max_connections: 0\n"), "admin.max_connections"));
+    EXPECT_TRUE(contains(error_of("admin:\n  request_timeout: 1h\n"), "admin.request_timeout"));
+}
+
 TEST(Config, AnRs256PublicKeyWithoutAnAudienceIsAnError) {
     const std::string message = error_of("admin:\n  jwt_public_key_file: /etc/outboxd/idp.pem\n");
     EXPECT_TRUE(contains(message, "admin.jwt_audience is required when admin.jwt_public_key_file is set "

@@ -42,8 +42,11 @@ AdminContext::AdminContext(AdminOptions options, metrics::Metrics& metrics, Admi
                   std::max(1, options_.probe_connections)) {}
 
 std::shared_ptr<const dispatch::HandlerSet> AdminContext::handlers() const {
+    // One empty set, so "no handlers" is the same set from call to call (the /metrics cache
+    // recomputes when the set changes).
+    static const auto kNone = std::make_shared<const dispatch::HandlerSet>();
     auto current = handler_source_ ? handler_source_() : nullptr;
-    return current ? current : std::make_shared<const dispatch::HandlerSet>();
+    return current ? current : kNone;
 }
 
 }  // namespace outbox::admin
