@@ -8,6 +8,7 @@
 
 #include <pqxx/pqxx>
 
+#include "db/connect.hpp"
 #include "db/connection_pool.hpp"
 #include "support/pg_fixture.hpp"
 
@@ -67,4 +68,27 @@ TEST(ConnectionPool, AReturnedConnectionKeepsItsPreparedStatements) {
 }
 
 }  // namespace
+// The admin API bounds every statement through a session setting added to the URL: it must
+// reach the server whatever else the URL says, and must not replace the URL's own choice.
+TEST(Connect, ServerSettingsJoinTheUrlsOwnOptionsAndTheUrlWins) {
+    TestDatabase db;
+    const std::string base = db.url() + (db.url().find('?') == std::string::npos ? "?" : "&");
+    const auto show = [](const std::string& conninfo, const std::string& name) {
+        pqxx::connection conn{conninfo};
+        pqxx::nontransaction tx{conn};
+        return tx.exec1("SHOW " + name)[0].as<std::string>();
+    };
+    EXPECT_EQ(show(db::conninfo_with(base + "application_name=options_probe", {}, {"statement_timeout=4321"}),
+                   "statement_timeout"),
+              "4321ms")
+        << "a URL that merely contains the word options still gets the setting";
+    const std::string with_options = base + "options=-c%20work_mem%3D4242kB";
+    EXPECT_EQ(show(db::conninfo_with(with_options, {}, {"statement_timeout=4321"}), "statement_timeout"), "4321ms");
+    EXPECT_EQ(show(db::conninfo_with(with_options, {}, {"statement_timeout=4321"}), "work_mem"), "4242kB");
+    EXPECT_EQ(show(db::conninfo_with(base + "options=-c%20statement_timeout%3D1234", {}, {"statement_timeout=4321"}),
+                   "statement_timeout"),
+              "1234ms")
+        << "the URL's own statement_timeout wins";
+}
+
 }  // namespace outbox::test

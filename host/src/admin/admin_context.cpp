@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "db/connect.hpp"
+
 namespace outbox::admin {
 namespace {
 
@@ -11,26 +13,10 @@ constexpr int kConnectTimeoutSeconds = 2;
 // A dead or black-holed database must not hold a request thread for libpq's default
 // (unbounded) connect time, and no admin statement (the fleet read included) may run
 // longer than the statement timeout: both are set for the whole session at connect time.
-// (A URL that sets its own `options` keeps them; the queries' own SET LOCAL limits remain.)
+// A URL's own connect_timeout, or its own statement_timeout in `options`, wins.
 std::string admin_connection_url(const std::string& url, std::chrono::milliseconds statement_timeout) {
-    const bool uri = url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0;
-    std::vector<std::string> params;
-    if (url.find("connect_timeout") == std::string::npos) {
-        params.push_back("connect_timeout=" + std::to_string(kConnectTimeoutSeconds));
-    }
-    if (url.find("options") == std::string::npos) {
-        const std::string ms = std::to_string(statement_timeout.count());
-        params.push_back(uri ? "options=-c%20statement_timeout%3D" + ms : "options='-c statement_timeout=" + ms + "'");
-    }
-    std::string out = url;
-    for (const auto& param : params) {
-        if (uri) {
-            out += (out.find('?') == std::string::npos ? "?" : "&") + param;
-        } else {
-            out += (out.empty() ? "" : " ") + param;
-        }
-    }
-    return out;
+    return db::conninfo_with(url, {{"connect_timeout", std::to_string(kConnectTimeoutSeconds)}},
+                             {"statement_timeout=" + std::to_string(statement_timeout.count())});
 }
 
 }  // namespace

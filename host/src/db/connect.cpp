@@ -133,7 +133,8 @@ ConnectionSettings connection_settings() {
     return settings_value;
 }
 
-std::string effective_conninfo(const std::string& url, const ConnectionSettings& settings) {
+std::string conninfo_with(const std::string& url, const std::map<std::string, std::string>& defaults,
+                          const std::vector<std::string>& server_settings) {
     char* error = nullptr;
     PQconninfoOption* options = PQconninfoParse(url.c_str(), &error);
     if (options == nullptr) {
@@ -146,16 +147,13 @@ std::string effective_conninfo(const std::string& url, const ConnectionSettings&
     }
     PQconninfoFree(options);
 
-    const std::map<std::string, std::string> ours{
-        {"connect_timeout", seconds_text(settings.connect_timeout)},
-        {"keepalives", "1"},
-        {"keepalives_idle", seconds_text(settings.keepalives_idle)},
-        {"keepalives_interval", seconds_text(settings.keepalives_interval)},
-        {"keepalives_count", std::to_string(settings.keepalives_count)},
-        {"tcp_user_timeout", std::to_string(settings.tcp_user_timeout.count())},
-        {"application_name", settings.application_name.substr(0, 63)},
-    };
-    for (const auto& [key, value] : ours) given.emplace(key, value);  // the URL's own value wins
+    for (const auto& [key, value] : defaults) given.emplace(key, value);  // the URL's own value wins
+    if (!server_settings.empty()) {
+        std::string ours;
+        for (const auto& setting : server_settings) ours += "-c " + setting + " ";
+        auto& options_value = given["options"];
+        options_value = ours + options_value;
+    }
 
     std::string conninfo;
     for (const auto& [key, value] : given) {
@@ -163,6 +161,18 @@ std::string effective_conninfo(const std::string& url, const ConnectionSettings&
         conninfo += key + "=" + quoted(value);
     }
     return conninfo;
+}
+
+std::string effective_conninfo(const std::string& url, const ConnectionSettings& settings) {
+    return conninfo_with(url, {
+                                  {"connect_timeout", seconds_text(settings.connect_timeout)},
+                                  {"keepalives", "1"},
+                                  {"keepalives_idle", seconds_text(settings.keepalives_idle)},
+                                  {"keepalives_interval", seconds_text(settings.keepalives_interval)},
+                                  {"keepalives_count", std::to_string(settings.keepalives_count)},
+                                  {"tcp_user_timeout", std::to_string(settings.tcp_user_timeout.count())},
+                                  {"application_name", settings.application_name.substr(0, 63)},
+                              });
 }
 
 std::unique_ptr<pqxx::connection> open_connection(const std::string& url) {

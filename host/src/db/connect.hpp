@@ -1,8 +1,10 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <pqxx/connection>
 
@@ -32,6 +34,13 @@ void configure_connections(const ConnectionSettings& settings);
 /// an operator's explicit choice in the URL wins. Throws std::invalid_argument naming the
 /// problem (never echoing the URL, which may hold a password) when libpq cannot parse it.
 std::string effective_conninfo(const std::string& url, const ConnectionSettings& settings);
+
+/// `url` as a key=value conninfo with `defaults` added for keywords it does not set, and
+/// each of `server_settings` ("name=value") put in front of its libpq `options` as
+/// `-c name=value` (so a setting the URL's own options name still wins). Throws like
+/// effective_conninfo().
+std::string conninfo_with(const std::string& url, const std::map<std::string, std::string>& defaults,
+                          const std::vector<std::string>& server_settings = {});
 
 /// The one place connections are opened: with the process' ConnectionSettings. Throws
 /// pqxx::broken_connection when the server cannot be reached within connect_timeout.
