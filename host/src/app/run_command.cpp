@@ -9,6 +9,7 @@
 #include "app/host.hpp"
 #include "db/db_error.hpp"
 #include "db/migrator.hpp"
+#include "registry/event_types.hpp"
 #include "log/log.hpp"
 
 namespace outbox::app {
@@ -116,6 +117,11 @@ int migrate_command(const config::Config& config) {
         if (applied.empty()) std::cout << "schema is up to date\n";
         for (const auto& m : applied) {
             std::cout << "applied " << m.file_name << " in " << m.duration_ms << " ms\n";
+        }
+        // outbox_publish() runs in applications, which do not read this configuration.
+        const bool require = config.outbox.require_registered_types;
+        if (registry::store_require_registered_types(*conn, require) != require) {
+            std::cout << "outbox.require_registered_types is now " << (require ? "true" : "false") << "\n";
         }
         return 0;
     } catch (const db::MigrationError& e) {

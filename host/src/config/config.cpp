@@ -195,6 +195,8 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.outbox.max_abandoned_threads = to_int(v, 0, 1024); }},
     Setting{"outbox.retention", "OUTBOX_RETENTION",
             [](Config& c, const Value& v) { c.outbox.retention = to_duration(v, 1min, 24h * 3650); }},
+    Setting{"outbox.require_registered_types", "OUTBOX_REQUIRE_REGISTERED_TYPES",
+            [](Config& c, const Value& v) { c.outbox.require_registered_types = to_bool(v); }},
     Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; }},
     Setting{"plugins.dir", "OUTBOX_PLUGIN_DIR", [](Config& c, const Value& v) { c.plugins.dir = v.raw.text; }},
     Setting{"admin.listen", "OUTBOX_ADMIN_LISTEN",

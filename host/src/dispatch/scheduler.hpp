@@ -6,6 +6,7 @@
 
 #include "db/outage_log.hpp"
 #include "db/db_session.hpp"
+#include "dispatch/handler_pause.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/runtime_options.hpp"
@@ -18,12 +19,18 @@ namespace outbox::dispatch {
 /// free slots for, and hands them to the workers; besides, one suspect at a time for the
 /// work queue's suspect lane. Woken by NOTIFY, by a worker freeing a slot, or by the poll
 /// interval.
+///
+/// An event type is not claimed while any of this host's handlers for it is paused
+/// fleet-wide: the event waits PENDING (or RETRY_WAIT) with its attempts untouched, instead
+/// of being claimed, run by its other handlers and left unfinished at the cost of an
+/// attempt on every pass. The paused set is re-read when the listener marks it stale and at
+/// every poll interval; nothing is claimed before the first read.
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
-              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers)
+              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers, PausedHandlers& paused)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
-          metrics_(metrics), handlers_(handlers) {}
+          metrics_(metrics), handlers_(handlers), paused_(paused) {}
 
     void run(std::stop_token stop);
 
@@ -35,6 +42,7 @@ private:
     db::Wakeup& wakeup_;
     metrics::Metrics& metrics_;
     const CurrentHandlers& handlers_;
+    PausedHandlers& paused_;
 };
 
 }  // namespace outbox::dispatch

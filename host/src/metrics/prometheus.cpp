@@ -94,6 +94,12 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         for (const auto& [handler, delay] : gauges->handler_oldest_delay_seconds) {
             w.sample("outbox_publications_oldest_delay_seconds", {{"handler", handler}}, number(delay));
         }
+        w.family("outbox_handler_paused", "gauge",
+                 "1 while the handler is paused fleet-wide (outboxd handlers pause), else 0; this host's handlers "
+                 "and every paused one.");
+        for (const auto& [handler, paused] : gauges->handler_paused) {
+            w.sample("outbox_handler_paused", {{"handler", handler}}, paused ? "1" : "0");
+        }
         w.family("outbox_fleet_hosts", "gauge", "Hosts in the fleet registry, by state (live, stopped, gone).");
         for (const auto& [state, count] : gauges->fleet_hosts) {
             w.sample("outbox_fleet_hosts", {{"state", state}}, std::to_string(count));

@@ -226,6 +226,7 @@ inline const char* kind_name(FieldKind kind) {
 class PayloadSchema {
 public:
     PayloadSchema(std::initializer_list<FieldSpec> fields) : fields_(fields) {}
+    explicit PayloadSchema(std::vector<FieldSpec> fields) : fields_(std::move(fields)) {}
 
     [[nodiscard]] const FieldSpec* find(std::string_view name) const {
         for (const auto& field : fields_) {
