@@ -52,7 +52,8 @@ inline PayloadSchema schema_from_registry(const nlohmann::json& fields) {
 
 /// Where a hand-written schema would let through what the registry refuses: a field the
 /// registry does not declare, another kind, or a longer max_length. A Uuid field fits a
-/// registered identifier string of max_length 36 or more. Empty when consistent.
+/// registered identifier string of max_length 36 or more (the one UUID the identifier rules
+/// refuse is one made of decimal digits only, which is phone-shaped). Empty when consistent.
 inline std::vector<std::string> registry_mismatches(const PayloadSchema& schema, const nlohmann::json& fields) {
     std::vector<std::string> problems;
     for (const auto& field : schema.fields()) {
