@@ -258,6 +258,16 @@ TEST_F(Registry, CommandLineAppliesListsAndRefusesBadFilesWithExitTwo) {
     EXPECT_EQ(code, 2) << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
     EXPECT_EQ(count("SELECT count(*) FROM outbox_event_type"), 1) << "a bad file changes nothing";
+    // Applications do not read outboxd's configuration: migrate and apply store the setting.
+    auto with_flag = env();
+    with_flag["OUTBOX_REQUIRE_REGISTERED_TYPES"] = "true";
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "migrate"}, with_flag);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("outbox.require_registered_types is now true"), std::string::npos) << out;
+    EXPECT_EQ(db_.scalar("SELECT value::text FROM outbox_setting WHERE name = 'require_registered_types'"), "true");
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "event-types", "apply", good}, env());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("outbox.require_registered_types is now false"), std::string::npos) << out;
 }
 
 TEST_F(Registry, TheExamplesRegistryFileApplies) {
