@@ -17,6 +17,16 @@ using nlohmann::json;
 
 const std::string kReason = "remote fixed after incident 42";
 
+admin::BulkRetryFilter filter(std::optional<std::string> type, std::optional<std::string> code,
+                              std::optional<std::string> before, int limit) {
+    admin::BulkRetryFilter f;
+    f.event_type = std::move(type);
+    f.last_error_code = std::move(code);
+    f.occurred_before = std::move(before);
+    f.limit = limit;
+    return f;
+}
+
 class BulkRetry : public ::testing::Test {
 protected:
     // A REVIEW_REQUIRED event (attempt_count 3, version 4) with this code, `age_minutes` old.
@@ -59,7 +69,7 @@ TEST_F(BulkRetry, RedrivesOnlyTheCallersCompanyWithOneHistoryAndAuditRowPerEvent
     const auto g1 = review("globex", "TestRequested", "HTTP_422", 25);
     const auto g2 = review("globex", "TestRequested", "HTTP_422", 10);
 
-    const auto ids = ids_of(bulk({.event_type = "TestRequested", .last_error_code = "HTTP_422"}, "k-1"));
+    const auto ids = ids_of(bulk(filter("TestRequested", "HTTP_422", std::nullopt, 100), "k-1"));
     EXPECT_EQ(ids, (std::vector<std::string>{a1, a2})) << "oldest first, this company only";
     EXPECT_EQ(state(a1), "PENDING/0/5");
     EXPECT_EQ(state(a2), "PENDING/0/5");
@@ -85,32 +95,32 @@ TEST_F(BulkRetry, RedrivesOnlyTheCallersCompanyWithOneHistoryAndAuditRowPerEvent
     EXPECT_EQ(count("SELECT count(*) FROM audit_event WHERE company_id = 'globex'"), 0);
     EXPECT_EQ(count("SELECT count(*) FROM outbox_bulk_retry WHERE company_id = 'acme'"), 1);
 
-    const auto other = ids_of(bulk({.last_error_code = "HTTP_422"}, "k-1", "globex"));
+    const auto other = ids_of(bulk(filter(std::nullopt, "HTTP_422", std::nullopt, 100), "k-1", "globex"));
     EXPECT_EQ(other, (std::vector<std::string>{g1, g2})) << "keys are per company";
 }
 
 TEST_F(BulkRetry, SameKeyAndRequestReplaysTheFirstAnswerAndAnotherRequestIs422) {
     const auto a1 = review("acme", "TestRequested", "HTTP_503", 30);
-    const auto first = bulk({.last_error_code = "HTTP_503"}, "k-2");
+    const auto first = bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-2");
     ASSERT_EQ(ids_of(first), std::vector<std::string>{a1});
     EXPECT_FALSE(std::get<admin::BulkRetryAccepted>(first).replayed);
 
     const auto a2 = review("acme", "TestRequested", "HTTP_503", 5);  // would match now
-    const auto again = bulk({.last_error_code = "HTTP_503"}, "k-2");
+    const auto again = bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-2");
     EXPECT_EQ(ids_of(again), std::vector<std::string>{a1}) << "the first answer, not a new run";
     EXPECT_TRUE(std::get<admin::BulkRetryAccepted>(again).replayed);
     EXPECT_EQ(state(a2), "REVIEW_REQUIRED/3/4");
     EXPECT_EQ(count("SELECT count(*) FROM outbox_manual_retry"), 1);
 
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_503"}, "k-2", "acme", "another reason entirely")),
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-2", "acme", "another reason entirely")),
               "IDEMPOTENCY_KEY_REUSED");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_503", .limit = 5}, "k-2")), "IDEMPOTENCY_KEY_REUSED");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 5), "k-2")), "IDEMPOTENCY_KEY_REUSED");
 
     // Keys are shared with the one-event retry: a key used there is taken here, and back.
     pqxx::connection conn(db_.url());
     admin::RetryRequest single{a2, 4, kReason, "k-3", "alice", "acme", "api"};
     ASSERT_TRUE(std::holds_alternative<admin::RetryAccepted>(admin::RetryService(conn).retry(single)));
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_503"}, "k-3")), "IDEMPOTENCY_KEY_REUSED");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-3")), "IDEMPOTENCY_KEY_REUSED");
     const auto a3 = review("acme", "TestRequested", "HTTP_503", 1);
     admin::RetryRequest reuse{a3, 4, kReason, "k-2", "alice", "acme", "api"};
     const auto refused = admin::RetryService(conn).retry(reuse);
@@ -125,34 +135,34 @@ TEST_F(BulkRetry, LimitTakesTheOldestAndFiltersCombine) {
     const auto other_type = review("acme", "EchoRequested", "HTTP_422", 90);
     const auto recent = review("acme", "TestRequested", "HTTP_422", 1);
 
-    EXPECT_EQ(ids_of(bulk({.event_type = "TestRequested", .last_error_code = "HTTP_422", .limit = 2}, "l-1")),
+    EXPECT_EQ(ids_of(bulk(filter("TestRequested", "HTTP_422", std::nullopt, 2), "l-1")),
               (std::vector<std::string>{old_ones[0], old_ones[1]}));
     EXPECT_EQ(state(old_ones[2]), "REVIEW_REQUIRED/3/4");
 
     const std::string cutoff = db_.scalar("SELECT to_char((now() - interval '30 minutes') AT TIME ZONE 'UTC', "
                                           "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
-    EXPECT_EQ(ids_of(bulk({.last_error_code = "HTTP_422", .occurred_before = cutoff, .limit = 1000}, "l-2")),
+    EXPECT_EQ(ids_of(bulk(filter(std::nullopt, "HTTP_422", cutoff, 1000), "l-2")),
               (std::vector<std::string>{old_ones[2], old_ones[3], old_ones[4], other_type}))
         << "code and time, any type; the recent one is after the cutoff";
     EXPECT_EQ(state(recent), "REVIEW_REQUIRED/3/4");
-    EXPECT_EQ(ids_of(bulk({.event_type = "TestRequested"}, "l-3")), (std::vector<std::string>{other_code, recent}));
-    EXPECT_TRUE(ids_of(bulk({.event_type = "TestRequested"}, "l-4")).empty()) << "nothing left to re-drive";
+    EXPECT_EQ(ids_of(bulk(filter("TestRequested", std::nullopt, std::nullopt, 100), "l-3")), (std::vector<std::string>{other_code, recent}));
+    EXPECT_TRUE(ids_of(bulk(filter("TestRequested", std::nullopt, std::nullopt, 100), "l-4")).empty()) << "nothing left to re-drive";
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED'"), 0);
 }
 
 TEST_F(BulkRetry, BadRequestsChangeNothing) {
     const auto a1 = review("acme", "TestRequested", "HTTP_422", 30);
-    EXPECT_EQ(rejection(bulk({}, "v-1")), "INVALID_FILTER");
-    EXPECT_EQ(rejection(bulk({.event_type = "lower"}, "v-2")), "INVALID_FILTER");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "http 500"}, "v-3")), "INVALID_FILTER");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_422", .limit = 0}, "v-4")), "INVALID_LIMIT");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_422", .limit = 1001}, "v-5")), "INVALID_LIMIT");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_422", .occurred_before = "yesterday"}, "v-6")),
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, std::nullopt, std::nullopt, 100), "v-1")), "INVALID_FILTER");
+    EXPECT_EQ(rejection(bulk(filter("lower", std::nullopt, std::nullopt, 100), "v-2")), "INVALID_FILTER");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "http 500", std::nullopt, 100), "v-3")), "INVALID_FILTER");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_422", std::nullopt, 0), "v-4")), "INVALID_LIMIT");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_422", std::nullopt, 1001), "v-5")), "INVALID_LIMIT");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_422", "yesterday", 100), "v-6")),
               "INVALID_OCCURRED_BEFORE");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_422", .occurred_before = "2026-02-30T00:00:00Z"}, "v-7")),
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_422", "2026-02-30T00:00:00Z", 100), "v-7")),
               "INVALID_OCCURRED_BEFORE");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_422"}, "v-8", "acme", "short")), "INVALID_REASON");
-    EXPECT_EQ(rejection(bulk({.last_error_code = "HTTP_422"}, "")), "MISSING_IDEMPOTENCY_KEY");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_422", std::nullopt, 100), "v-8", "acme", "short")), "INVALID_REASON");
+    EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_422", std::nullopt, 100), "")), "MISSING_IDEMPOTENCY_KEY");
     EXPECT_EQ(state(a1), "REVIEW_REQUIRED/3/4");
     EXPECT_EQ(count("SELECT count(*) FROM outbox_bulk_retry"), 0);
 }

@@ -62,7 +62,7 @@ RETURNING id
 // is derived from the request's key, so each row keeps outbox_manual_retry's unique key.
 constexpr const char* kRedriveSql = R"SQL(
 WITH input AS (
-    SELECT * FROM pg_catalog.unnest($1::uuid[], $2::integer[]) AS i(event_id, previous_attempt_count)
+    SELECT * FROM unnest($1::uuid[], $2::integer[]) AS i(event_id, previous_attempt_count)
 ), redriven AS (
     UPDATE event_publication e
     SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = e.version + 1,
