@@ -169,14 +169,15 @@ BEGIN
 END
 $$;
 
--- V1's outbox_publish with one addition: the registry check after the shape checks.
+-- V8's outbox_publish (SECURITY DEFINER, pinned search_path) with one addition: the
+-- registry check after the shape checks. CREATE OR REPLACE keeps its grants.
 CREATE OR REPLACE FUNCTION outbox_publish(
     p_company_id text,
     p_event_type text,
     p_payload jsonb,
     p_aggregate_key text DEFAULT NULL,
     p_dedup_key text DEFAULT NULL
-) RETURNS uuid LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+) RETURNS uuid LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     v_id uuid;
     v_bad_key text;
@@ -204,6 +205,7 @@ BEGIN
     IF p_aggregate_key IS NOT NULL AND (length(p_aggregate_key) = 0 OR length(p_aggregate_key) > 200) THEN
         RAISE EXCEPTION 'outbox_publish: aggregate_key must be 1 to 200 characters' USING ERRCODE = '22023';
     END IF;
+    PERFORM outbox_check_free_text(p_aggregate_key, 'outbox_publish: aggregate_key');
     IF p_dedup_key IS NOT NULL AND (length(p_dedup_key) = 0 OR length(p_dedup_key) > 200) THEN
         RAISE EXCEPTION 'outbox_publish: dedup_key must be 1 to 200 characters' USING ERRCODE = '22023';
     END IF;

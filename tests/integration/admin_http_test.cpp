@@ -81,6 +81,15 @@ TEST_F(AdminHttp, AKnownPathWithTheWrongMethodIs405WithAllow) {
                       "METHOD_NOT_ALLOWED");
 }
 
+TEST_F(AdminHttp, AVeryLongPathIs414Json) {
+    expect_json_error(client().Get(("/api/v1/admin/outbox-events/" + std::string(35000, 'a')).c_str()), 414,
+                      "URI_TOO_LONG");
+    // The listener still serves afterwards.
+    const auto res = client().Get("/healthz");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+}
+
 TEST_F(AdminHttp, ABodyOverTheLimitIs413Json) {
     const std::string id = review_event(db_);
     httplib::Headers headers = bearer(admin_token());

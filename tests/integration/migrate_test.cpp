@@ -286,3 +286,73 @@ TEST(Migrate, TestDatabasesAreClonedFromAMigratedTemplate) {
 }
 
 }  // namespace
+
+namespace {
+
+// A file marked no-transaction runs outside a transaction: CREATE INDEX CONCURRENTLY works,
+// its history row is written, and the session's search_path is what it was before.
+TEST(Migrate, NoTransactionFileBuildsAnIndexConcurrently) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{}.migrate(conn);
+    const std::string path_before = pqxx::nontransaction(conn).exec1("SHOW search_path")[0].as<std::string>();
+    const EmbeddedMigration concurrent{"V1001__concurrent_index.sql",
+                                       "-- outboxd: no-transaction\n"
+                                       "-- a comment; with a semicolon\n"
+                                       "CREATE INDEX CONCURRENTLY IF NOT EXISTS widget_idx\n"
+                                       "    ON event_publication (updated_at);\n"
+                                       "CREATE INDEX CONCURRENTLY IF NOT EXISTS widget2_idx ON event_publication (version);\n"};
+
+    const auto applied = Migrator{real_plus({concurrent})}.migrate(conn);
+
+    ASSERT_EQ(applied.size(), 1U);
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                        "WHERE c.relname IN ('widget_idx', 'widget2_idx') AND i.indisvalid"),
+              "2");
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history WHERE version = 1001"), "1");
+    EXPECT_EQ(pqxx::nontransaction(conn).exec1("SHOW search_path")[0].as<std::string>(), path_before);
+    // The same statements without the marker run in a transaction, which PostgreSQL refuses.
+    const EmbeddedMigration unmarked{"V1002__unmarked.sql",
+                                     "CREATE INDEX CONCURRENTLY IF NOT EXISTS widget3_idx ON event_publication (status);"};
+    EXPECT_THAT(message_of([&] { Migrator{real_plus({concurrent, unmarked})}.migrate(conn); }),
+                HasSubstr("V1002__unmarked.sql failed and was rolled back"));
+}
+
+// A concurrent build that fails leaves an INVALID index behind; the next migrate drops it
+// and builds it again instead of letting IF NOT EXISTS keep the broken one.
+TEST(Migrate, FailedConcurrentIndexBuildIsRetriedCleanly) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    Migrator{}.migrate(conn);
+    pqxx::nontransaction(conn).exec("CREATE TABLE gizmo (x integer); INSERT INTO gizmo VALUES (1), (1)");
+    const EmbeddedMigration unique{"V1001__unique_gizmo.sql",
+                                   "-- outboxd: no-transaction\n"
+                                   "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS gizmo_x_idx ON gizmo (x);\n"};
+    const Migrator migrator{real_plus({unique})};
+
+    EXPECT_THAT(message_of([&] { migrator.migrate(conn); }),
+                HasSubstr("V1001__unique_gizmo.sql failed (it runs outside a transaction"));
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history WHERE version = 1001"), "0");
+    ASSERT_EQ(db.scalar("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                        "WHERE c.relname = 'gizmo_x_idx'"),
+              "f");
+
+    pqxx::nontransaction(conn).exec("DELETE FROM gizmo WHERE ctid = (SELECT max(ctid) FROM gizmo)");
+    ASSERT_EQ(migrator.migrate(conn).size(), 1U);
+    EXPECT_EQ(db.scalar("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                        "WHERE c.relname = 'gizmo_x_idx'"),
+              "t");
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history WHERE version = 1001"), "1");
+}
+
+// Functions created by a migration capture the migrator's path, not the session's.
+TEST(Migrate, MigrationsRunWithPgCatalogFirstAndTheTargetSchema) {
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    pqxx::nontransaction(conn).exec("CREATE SCHEMA other; SET search_path = public, other");
+    Migrator{}.migrate(conn);
+    EXPECT_EQ(db.scalar("SELECT array_to_string(proconfig, ';') FROM pg_proc WHERE proname = 'outbox_fence'"),
+              "search_path=public, pg_temp");
+}
+
+}  // namespace

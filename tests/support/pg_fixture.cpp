@@ -192,6 +192,15 @@ std::string server_url() {
     return url;
 }
 
+std::string with_user(const std::string& base_url, const std::string& user) {
+    if (!is_url(base_url)) return base_url + " user=" + quote_conninfo_value(user);  // the last keyword wins
+    const auto authority_start = base_url.find("://") + 3;
+    const auto authority_end = std::min(base_url.find_first_of("/?#", authority_start), base_url.size());
+    const auto at = base_url.find('@', authority_start);
+    const auto host_start = at != std::string::npos && at < authority_end ? at + 1 : authority_start;
+    return base_url.substr(0, authority_start) + percent_encode(user) + "@" + base_url.substr(host_start);
+}
+
 std::string with_database(const std::string& base_url, const std::string& database) {
     return is_url(base_url) ? url_with_database(base_url, database) : conninfo_with_database(base_url, database);
 }

@@ -37,4 +37,7 @@ private:
 /// `base_url` with its database name replaced by `database` (URL or key=value form).
 std::string with_database(const std::string& base_url, const std::string& database);
 
+/// `base_url` connecting as `user` (no password: the test cluster trusts local users).
+std::string with_user(const std::string& base_url, const std::string& user);
+
 }  // namespace outbox::test

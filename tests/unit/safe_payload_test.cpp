@@ -6,6 +6,7 @@
 #include <string>
 
 #include "outbox/sdk/payload.hpp"
+#include "support/free_text_cases.hpp"
 
 namespace {
 
@@ -189,6 +190,19 @@ TEST(SafePayload, RejectsAPayloadLargerThanTheLimit) {
     SafePayload over(schema);
     over.set("blob", std::string(kMaxPayloadBytes - std::string(R"({"blob":""})").size(), 'a'));
     expect_rejected([&] { (void)over.json(); }, "*", "");
+}
+
+}  // namespace
+
+namespace {
+
+// The aggregate_key rules on their own; tests/integration/free_text_test.cpp holds the C++
+// publish() and SQL outbox_publish() to the same list.
+TEST(FreeTextRule, FollowsTheSharedCaseList) {
+    for (const auto& c : outbox::test::kFreeTextCases) {
+        const char* rule = outbox::sdk::detail::free_text_rule(c.value);
+        EXPECT_STREQ(rule, c.rule) << c.value;
+    }
 }
 
 }  // namespace

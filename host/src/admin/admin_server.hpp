@@ -35,6 +35,7 @@ struct AdminOptions {
     std::chrono::seconds io_timeout{5};             // read and write limit per request
     std::chrono::seconds keep_alive_timeout{2};     // an idle keep-alive connection is closed after this
     std::chrono::milliseconds probe_timeout{2000};  // statement_timeout of /metrics and /readyz queries
+    std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // admin.platform_roles
 
     /// From the configuration. Reads admin.jwt_public_key_file; throws config::ConfigError
     /// when it cannot be read or is not a PEM public key.

@@ -15,7 +15,7 @@ WITH live AS MATERIALIZED (
     SELECT event_id, event_type, occurred_at FROM event_publication
     WHERE (status IN ('PENDING', 'RETRY_WAIT') AND next_attempt_at <= now()) OR status = 'PROCESSING'
 ), handler_types AS (
-    SELECT * FROM unnest($1::text[], $2::text[]) AS h(handler, event_type)
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS h(handler, event_type)
 )
 SELECT
     (SELECT count(*) FROM event_publication WHERE status = 'PENDING'),

@@ -24,6 +24,11 @@ int run_cli(int argc, char** argv) {
     bool migrate_first = false;
     run->add_flag("--migrate", migrate_first, "apply pending migrations before starting");
     auto* migrate = app.add_subcommand("migrate", "apply pending schema migrations");
+    db::RoleNames roles;
+    migrate->add_option("--runtime-role", roles.runtime,
+                        "existing role `outboxd run` connects as; granted exactly what the runtime needs");
+    migrate->add_option("--publisher-role", roles.publisher,
+                        "existing role publishers connect as; granted EXECUTE on outbox_publish only");
     auto* status = app.add_subcommand("status", "show backlog, unhandled event types and events needing review");
     auto* plugins = app.add_subcommand("plugins", "inspect plugin files");
     plugins->require_subcommand(1);
@@ -88,7 +93,7 @@ int run_cli(int argc, char** argv) {
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first);
-    if (*migrate) return migrate_command(config);
+    if (*migrate) return migrate_command(config, roles);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
     if (*pause) return handlers_command(config, true, handler_name);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "db/migrator.hpp"
 
 namespace outbox::app {
 
@@ -11,8 +12,10 @@ namespace outbox::app {
 /// drain and exit 0. With `migrate_first`, applies pending migrations before starting.
 int run_command(const config::Config& config, bool migrate_first);
 
-/// `outboxd migrate`: applies pending migrations and reports them.
-int migrate_command(const config::Config& config);
+/// `outboxd migrate`: applies pending migrations and reports them, then grants the runtime
+/// and publisher roles (given now or stored by an earlier migrate) their privileges. Exit 2
+/// when a named role does not exist (nothing is applied then), 1 on other failures.
+int migrate_command(const config::Config& config, const db::RoleNames& roles);
 
 /// `outboxd status`: counts by status and type, the oldest undelivered event's age, event
 /// types no handler in the fleet has claimed, and REVIEW_REQUIRED counts by code.

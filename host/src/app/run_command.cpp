@@ -109,21 +109,26 @@ int run_command(const config::Config& config, bool migrate_first) {
     return 0;
 }
 
-int migrate_command(const config::Config& config) {
+int migrate_command(const config::Config& config, const db::RoleNames& roles) {
     try {
         std::stop_source never;
         auto conn = connect_at_start_up(config, never.get_token());
-        const auto applied = db::Migrator().migrate(*conn);
+        const auto applied = db::Migrator().migrate(*conn, roles);
         if (applied.empty()) std::cout << "schema is up to date\n";
         for (const auto& m : applied) {
             std::cout << "applied " << m.file_name << " in " << m.duration_ms << " ms\n";
         }
+        if (!roles.runtime.empty()) std::cout << "granted the runtime role " << roles.runtime << "\n";
+        if (!roles.publisher.empty()) std::cout << "granted the publisher role " << roles.publisher << "\n";
         // outbox_publish() runs in applications, which do not read this configuration.
         const bool require = config.outbox.require_registered_types;
         if (registry::store_require_registered_types(*conn, require) != require) {
             std::cout << "outbox.require_registered_types is now " << (require ? "true" : "false") << "\n";
         }
         return 0;
+    } catch (const db::RoleError& e) {
+        std::cerr << "outboxd migrate: " << e.what() << "\n";
+        return 2;
     } catch (const db::MigrationError& e) {
         std::cerr << "outboxd migrate: " << e.what() << "\n";
         return 1;

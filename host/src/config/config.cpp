@@ -124,6 +124,29 @@ std::string to_choice(const Value& v, std::initializer_list<std::string_view> ch
     fail(v, "expected one of " + allowed);
 }
 
+// A list of role names: a YAML sequence ([PLATFORM_ADMIN, SRE]) arrives joined by commas,
+// as the environment variable is written. Upper-case names; at least one.
+std::vector<std::string> to_role_list(const Value& v) {
+    std::vector<std::string> roles;
+    std::string_view rest = v.raw.text;
+    const auto valid = [](std::string_view role) {
+        if (role.empty() || role.size() > 64 || !(role.front() >= 'A' && role.front() <= 'Z')) return false;
+        return std::all_of(role.begin(), role.end(),
+                           [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; });
+    };
+    while (true) {
+        const auto comma = rest.find(',');
+        std::string_view role = rest.substr(0, comma);
+        while (!role.empty() && role.front() == ' ') role.remove_prefix(1);
+        while (!role.empty() && role.back() == ' ') role.remove_suffix(1);
+        if (!valid(role)) fail(v, "expected a list of role names such as [PLATFORM_ADMIN] (A-Z, 0-9, _; at least one)");
+        roles.emplace_back(role);
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+    }
+    return roles;
+}
+
 // The one parser of admin.listen: "off", "host:port" or "[v6]:port".
 std::optional<ListenAddress> to_listen(const Value& v) {
     const std::string& text = v.raw.text;
@@ -212,6 +235,8 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.admin.jwt_audience = v.raw.text; }},
     Setting{"admin.jwt_max_lifetime", "OUTBOX_ADMIN_JWT_MAX_LIFETIME",
             [](Config& c, const Value& v) { c.admin.jwt_max_lifetime = to_duration(v, 1s, 24h); }},
+    Setting{"admin.platform_roles", "OUTBOX_ADMIN_PLATFORM_ROLES",
+            [](Config& c, const Value& v) { c.admin.platform_roles = to_role_list(v); }},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
@@ -273,6 +298,15 @@ public:
     }
 
     Raw scalar(const std::string& path, const YAML::Node& key, const YAML::Node& value) const {
+        // The one list-valued key: its items joined by commas, as its environment variable.
+        if (path == "admin.platform_roles" && value.IsSequence()) {
+            std::string joined;
+            for (const auto& item : value) {
+                if (!item.IsScalar()) fail_at(path, origin(key, value), "expected a list of role names");
+                joined += (joined.empty() ? "" : ",") + item.Scalar();
+            }
+            return Raw{joined, origin(value)};
+        }
         if (!value.IsScalar()) fail_at(path, origin(key, value), "expected a single value, got " + kind(value));
         return Raw{value.Scalar(), origin(value)};
     }

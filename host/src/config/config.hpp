@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace outbox::config {
 
@@ -77,6 +78,8 @@ struct Config {
         std::string jwt_issuer;
         std::string jwt_audience;               // required with jwt_public_key_file
         milliseconds jwt_max_lifetime{std::chrono::hours{1}};  // longest exp - iat accepted
+        /// Roles that act on the whole fleet (pause/resume handlers), whatever their company.
+        std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};
     } admin;
     struct Log {
         std::string level = "info";

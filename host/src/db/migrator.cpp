@@ -3,11 +3,13 @@
 #include "db/db_error.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 namespace outbox::db {
@@ -32,10 +34,18 @@ constexpr const char* kInsertHistory =
 // Computed by the server so the binary needs no crypto library; the text is hashed as UTF-8.
 constexpr const char* kChecksum = "SELECT encode(sha256(convert_to($1::text, 'UTF8')), 'hex')";
 
+// First line of a migration that must run outside a transaction (CREATE INDEX CONCURRENTLY).
+constexpr std::string_view kNoTransactionMarker = "-- outboxd: no-transaction";
+
 struct Migration {
     int version = 0;
     std::string file_name;
     std::string sql;
+    [[nodiscard]] bool transactional() const {
+        const std::string_view text = sql;
+        const auto first_line = text.substr(0, text.find('\n'));
+        return first_line.substr(0, first_line.find_last_not_of(" \t\r") + 1) != kNoTransactionMarker;
+    }
 };
 
 struct HistoryRow {
@@ -87,12 +97,68 @@ std::vector<Migration> validated(const std::vector<EmbeddedMigration>& embedded)
     return migrations;
 }
 
+std::string trimmed(std::string_view text) {
+    const auto begin = text.find_first_not_of(" \t\r\n");
+    if (begin == std::string_view::npos) return {};
+    return std::string(text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1));
+}
+
+// A no-transaction file's statements: each ends with ';' at the end of a line; whole-line
+// comments are skipped. A multi-statement query string would run as one implicit
+// transaction, which CREATE INDEX CONCURRENTLY refuses.
+std::vector<std::string> split_statements(std::string_view sql) {
+    std::vector<std::string> statements;
+    std::string current;
+    while (!sql.empty()) {
+        const auto end = sql.find('\n');
+        const std::string line = trimmed(sql.substr(0, end));
+        sql = end == std::string_view::npos ? std::string_view{} : sql.substr(end + 1);
+        if (line.empty() || line.starts_with("--")) continue;
+        current += line + "\n";
+        if (line.back() == ';') {
+            statements.push_back(std::move(current));
+            current.clear();
+        }
+    }
+    if (!trimmed(current).empty()) statements.push_back(std::move(current));
+    return statements;
+}
+
+// The index name of `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ...`, if the
+// statement is one (unquoted names only, folded to lower case as PostgreSQL does).
+std::optional<std::string> concurrent_index_name(const std::string& statement) {
+    std::vector<std::string> words;
+    std::string word;
+    for (const char c : statement) {
+        if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+            if (!word.empty()) words.push_back(std::move(word));
+            word.clear();
+            if (words.size() == 8) break;
+        } else {
+            word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+    }
+    if (!word.empty()) words.push_back(std::move(word));
+    std::size_t i = 0;
+    const auto next_is = [&](std::string_view expected) { return i < words.size() && words[i] == expected && ++i; };
+    if (!next_is("create")) return std::nullopt;
+    next_is("unique");
+    if (!(next_is("index") && next_is("concurrently") && next_is("if") && next_is("not") && next_is("exists"))) {
+        return std::nullopt;
+    }
+    if (i >= words.size() || words[i].find('"') != std::string::npos) return std::nullopt;
+    return words[i];
+}
+
 std::string short_hash(const std::string& checksum) { return checksum.substr(0, 12) + "…"; }
 
 // PostgreSQL's message can quote the values a statement touched, so only the SQLSTATE
 // leaves here; running the file with psql shows the whole message. Called in a catch block.
-MigrationError failed_migration(const std::string& file_name) {
-    return MigrationError("migration " + file_name + " failed and was rolled back: " +
+MigrationError failed_migration(const std::string& file_name, bool transactional = true) {
+    return MigrationError("migration " + file_name +
+                          (transactional ? " failed and was rolled back: "
+                                         : " failed (it runs outside a transaction; its statements are "
+                                           "idempotent, so run migrate again once the cause is fixed): ") +
                           classify_db_error(std::current_exception()).describe() +
                           "; run the file with psql against a copy of the database to see PostgreSQL's message");
 }
@@ -160,9 +226,16 @@ void verify_in_order(const std::vector<Migration>& migrations, const std::map<in
 // Session-level lock: it survives the per-file transactions and is released on every path.
 class AdvisoryLock {
 public:
+    // Polled rather than waited for inside one statement: a waiting statement is an open
+    // transaction, which a CREATE INDEX CONCURRENTLY of the lock holder waits for in turn.
     explicit AdvisoryLock(pqxx::connection& conn) : conn_(conn) {
-        pqxx::nontransaction tx{conn_};
-        tx.exec_params("SELECT pg_advisory_lock($1)", kMigrationLockKey);
+        while (true) {
+            {
+                pqxx::nontransaction tx{conn_};
+                if (tx.exec_params1("SELECT pg_try_advisory_lock($1)", kMigrationLockKey)[0].as<bool>()) return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
     }
     ~AdvisoryLock() {
         try {
@@ -181,20 +254,203 @@ private:
     pqxx::connection& conn_;
 };
 
+// Runs a `-- outboxd: no-transaction` file statement by statement in autocommit mode.
+void run_outside_transaction(pqxx::connection& conn, const std::string& sql, const std::string& path) {
+    pqxx::nontransaction tx{conn};
+    const std::string previous_path = tx.exec1("SELECT current_setting('search_path')")[0].as<std::string>();
+    const std::string schema = tx.exec1("SELECT current_schema()")[0].as<std::string>();
+    tx.exec0("SET search_path = " + path);
+    try {
+        for (const std::string& statement : split_statements(sql)) {
+            if (const auto index = concurrent_index_name(statement)) {
+                // A failed CREATE INDEX CONCURRENTLY leaves an INVALID index that IF NOT
+                // EXISTS would then keep forever; drop it (without blocking writes) first.
+                const bool invalid_leftover =
+                    !tx.exec_params(
+                           "SELECT 1 FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid "
+                           "WHERE c.relname = $1 AND c.relnamespace = $2::regnamespace AND NOT i.indisvalid",
+                           *index, tx.quote_name(schema))
+                         .empty();
+                if (invalid_leftover) {
+                    tx.exec0("DROP INDEX CONCURRENTLY IF EXISTS " + tx.quote_name(schema) + "." + tx.quote_name(*index));
+                }
+            }
+            tx.exec0(statement);
+        }
+    } catch (...) {
+        try {
+            tx.exec_params("SELECT set_config('search_path', $1, false)", previous_path);
+        } catch (...) {
+            // The connection is gone; so is its session setting.
+        }
+        throw;
+    }
+    tx.exec_params("SELECT set_config('search_path', $1, false)", previous_path);
+}
+
+bool role_exists(pqxx::transaction_base& tx, const std::string& role) {
+    return !tx.exec_params("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", role).empty();
+}
+
+void check_role(pqxx::transaction_base& tx, const std::string& role, const std::string& option) {
+    if (role.empty()) return;
+    if (!role_exists(tx, role)) {
+        throw RoleError("role '" + role + "' (" + option +
+                        ") does not exist; create it first (outboxd migrate grants privileges, it never creates roles)");
+    }
+    if (tx.exec_params1("SELECT $1 = current_user", role)[0].as<bool>()) {
+        throw RoleError("role '" + role + "' (" + option +
+                        ") is the role running migrate, which owns the schema; name a separate role");
+    }
+}
+
+void check_roles_exist(pqxx::transaction_base& tx, const RoleNames& roles) {
+    check_role(tx, roles.runtime, "--runtime-role");
+    check_role(tx, roles.publisher, "--publisher-role");
+    if (!roles.runtime.empty() && roles.runtime == roles.publisher) {
+        throw RoleError("--runtime-role and --publisher-role name the same role '" + roles.runtime +
+                        "'; the publisher role must be a separate role that can only call outbox_publish");
+    }
+}
+
+// What the runtime role may do per table, beyond which it has nothing. An outbox table not
+// listed here (outbox_*, added by a later migration) gets SELECT, INSERT, UPDATE, DELETE:
+// never TRUNCATE, REFERENCES, TRIGGER or ownership, so no DDL and no disabling of triggers.
+// Tables of the application in the same schema are left alone.
+struct TableGrant {
+    const char* table;
+    const char* privileges;
+};
+constexpr TableGrant kRuntimeTables[] = {
+    {"event_publication", "SELECT, UPDATE, DELETE"},  // claims, outcomes, retry, retention
+    {"event_consumption", "SELECT, INSERT, DELETE"},  // fence; retention's delete trigger
+    {"outbox_manual_retry", "SELECT, INSERT"},        // append-only history
+    {"audit_event", "SELECT, INSERT"},                // append-only audit
+    {"outbox_handler_throttle", "SELECT, INSERT, UPDATE"},
+    {"outbox_handler_slot", "SELECT, INSERT, UPDATE"},
+    {"outbox_host", "SELECT, INSERT, UPDATE, DELETE"},
+    {"outbox_schema_history", "SELECT"},  // start-up schema check
+    {"outbox_role", "SELECT"},
+    {"outbox_bulk_retry", "SELECT, INSERT"},               // append-only bulk re-drives
+    {"outbox_handler_pause", "SELECT, INSERT, DELETE"},    // pause and resume
+    {"outbox_event_type", "SELECT"},  // applied by `outboxd event-types apply` as the migrating role
+    {"outbox_setting", "SELECT"},     // written by migrate and event-types apply
+};
+constexpr const char* kDefaultRuntimePrivileges = "SELECT, INSERT, UPDATE, DELETE";
+
+// The outbox's tables in the schema, qualified and quoted.
+std::vector<std::pair<std::string, std::string>> outbox_tables(pqxx::transaction_base& tx, const std::string& schema) {
+    std::vector<std::pair<std::string, std::string>> tables;
+    for (const auto& row : tx.exec_params(
+             "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relnamespace = $1::regnamespace "
+             "AND c.relkind IN ('r', 'p') AND (c.relname LIKE 'outbox\\_%' "
+             "OR c.relname IN ('event_publication', 'event_consumption', 'audit_event')) ORDER BY 1",
+             schema)) {
+        const std::string name = row[0].as<std::string>();
+        tables.emplace_back(name, schema + "." + tx.quote_name(name));
+    }
+    return tables;
+}
+
+void grant_runtime(pqxx::transaction_base& tx, const std::string& schema, const std::string& role) {
+    const std::string r = tx.quote_name(role);
+    tx.exec0("GRANT USAGE ON SCHEMA " + schema + " TO " + r);
+    for (const auto& [name, table] : outbox_tables(tx, schema)) {
+        const char* privileges = kDefaultRuntimePrivileges;
+        for (const auto& grant : kRuntimeTables) {
+            if (name == grant.table) privileges = grant.privileges;
+        }
+        tx.exec0("REVOKE ALL ON " + table + " FROM " + r);
+        tx.exec0("GRANT " + std::string(privileges) + " ON " + table + " TO " + r);
+    }
+    for (const auto& row : tx.exec_params(
+             "SELECT c.oid::regclass::text FROM pg_catalog.pg_class c WHERE c.relnamespace = $1::regnamespace "
+             "AND c.relkind = 'S' AND c.relname LIKE 'outbox\\_%'",
+             schema)) {
+        tx.exec0("GRANT USAGE, SELECT ON SEQUENCE " + row[0].as<std::string>() + " TO " + r);
+    }
+    for (const auto& row : tx.exec_params(
+             "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p "
+             "WHERE p.pronamespace = $1::regnamespace AND p.proname LIKE 'outbox\\_%'",
+             schema)) {
+        tx.exec0("GRANT EXECUTE ON FUNCTION " + row[0].as<std::string>() + " TO " + r);
+    }
+}
+
+void grant_publisher(pqxx::transaction_base& tx, const std::string& schema, const std::string& role) {
+    const std::string r = tx.quote_name(role);
+    tx.exec0("GRANT USAGE ON SCHEMA " + schema + " TO " + r);
+    for (const auto& [name, table] : outbox_tables(tx, schema)) tx.exec0("REVOKE ALL ON " + table + " FROM " + r);
+    for (const auto& row : tx.exec_params(
+             "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p "
+             "WHERE p.proname = 'outbox_publish' AND p.pronamespace = $1::regnamespace",
+             schema)) {
+        tx.exec0("GRANT EXECUTE ON FUNCTION " + row[0].as<std::string>() + " TO " + r);
+    }
+}
+
+// Grants the stored roles (after storing the ones given now). Runs after every migrate, so
+// tables and functions added by later migrations are covered once migrate has run.
+void grant_roles(pqxx::connection& conn, const RoleNames& roles, const std::string& path) {
+    pqxx::work tx{conn};
+    tx.exec0("SET LOCAL search_path = " + path);
+    const bool stored = tx.exec1("SELECT to_regclass('outbox_role') IS NOT NULL")[0].as<bool>();
+    if (!stored) {
+        if (!roles.runtime.empty() || !roles.publisher.empty()) {
+            throw MigrationError("this schema has no outbox_role table; role grants need every migration applied");
+        }
+        return;
+    }
+    const auto store = [&](const char* kind, const std::string& role) {
+        if (role.empty()) return;
+        tx.exec_params0(
+            "INSERT INTO outbox_role (kind, role_name) VALUES ($1, $2) "
+            "ON CONFLICT (kind) DO UPDATE SET role_name = EXCLUDED.role_name",
+            kind, role);
+    };
+    store("runtime", roles.runtime);
+    store("publisher", roles.publisher);
+    const std::string schema = tx.quote_name(tx.exec1("SELECT current_schema()")[0].as<std::string>());
+    // Publisher first: if one role were stored for both, the runtime grants would win.
+    for (const char* kind : {"publisher", "runtime"}) {
+        const auto row = tx.exec_params("SELECT role_name FROM outbox_role WHERE kind = $1", kind);
+        if (row.empty()) continue;
+        const std::string role = row[0][0].as<std::string>();
+        check_role(tx, role, std::string("stored ") + kind + " role");
+        if (std::string_view(kind) == "runtime") {
+            grant_runtime(tx, schema, role);
+        } else {
+            grant_publisher(tx, schema, role);
+        }
+    }
+    tx.commit();
+}
+
 }  // namespace
 
 Migrator::Migrator(std::vector<EmbeddedMigration> migrations) : migrations_(std::move(migrations)) {
     validated(migrations_);
 }
 
-std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn) const {
+std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const RoleNames& roles) const {
     const std::vector<Migration> migrations = validated(migrations_);
     const AdvisoryLock lock{conn};
 
     std::map<int, HistoryRow> history;
     std::vector<std::string> sums;
+    std::string path;
     {
         pqxx::work tx{conn};
+        const auto schema = tx.exec1("SELECT quote_ident(current_schema())")[0];
+        if (schema.is_null()) {
+            throw MigrationError("no schema of the connection's search_path exists; create the schema outboxd "
+                                 "migrates into (or fix search_path) and run migrate again");
+        }
+        // Not naming pg_catalog keeps it searched first (PostgreSQL searches it before the
+        // path unless it is named) while unqualified CREATEs still go to the target schema;
+        // naming pg_temp last stops temporary tables from shadowing the outbox's tables.
+        path = schema.as<std::string>() + ", pg_temp";
+        check_roles_exist(tx, roles);
         tx.exec0(kCreateHistory);
         history = read_history(tx);
         sums = checksums(tx, migrations);
@@ -209,22 +465,32 @@ std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn) const {
         const Migration& migration = migrations[i];
         if (history.contains(migration.version)) continue;
         const auto started = std::chrono::steady_clock::now();
-        try {
-            pqxx::work tx{conn};
-            tx.exec(migration.sql);
-            const auto duration_ms =
+        const auto elapsed_ms = [&] {
+            return static_cast<long long>(
                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
-                    .count();
-            tx.exec_params0(kInsertHistory, migration.version, migration.file_name, sums[i],
-                            static_cast<long long>(duration_ms));
+                    .count());
+        };
+        try {
+            if (!migration.transactional()) run_outside_transaction(conn, migration.sql, path);
+            pqxx::work tx{conn};
+            tx.exec0("SET LOCAL search_path = " + path);
+            if (migration.transactional()) tx.exec(migration.sql);
+            const long long duration_ms = elapsed_ms();
+            tx.exec_params0(kInsertHistory, migration.version, migration.file_name, sums[i], duration_ms);
             tx.commit();
-            applied.push_back({migration.version, migration.file_name, static_cast<long long>(duration_ms)});
+            applied.push_back({migration.version, migration.file_name, duration_ms});
         } catch (const pqxx::sql_error&) {
-            throw failed_migration(migration.file_name);
+            throw failed_migration(migration.file_name, migration.transactional());
         } catch (const pqxx::transaction_rollback&) {
             // Not an sql_error in libpqxx 6.4 (serialization failure, deadlock).
-            throw failed_migration(migration.file_name);
+            throw failed_migration(migration.file_name, migration.transactional());
         }
+    }
+    try {
+        grant_roles(conn, roles, path);
+    } catch (const pqxx::sql_error&) {
+        throw MigrationError("granting the runtime and publisher roles their privileges failed: " +
+                             classify_db_error(std::current_exception()).describe());
     }
     return applied;
 }

@@ -30,7 +30,7 @@ constexpr const char* kTakeSlotSql =
 constexpr const char* kRenewSlotsSql = R"SQL(
 UPDATE outbox_handler_slot s
 SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
-FROM unnest($1::text[], $2::int[], $3::uuid[]) AS h(handler_name, slot, token)
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]), pg_catalog.unnest($3::uuid[])) AS h(handler_name, slot, token)
 WHERE s.handler_name = h.handler_name AND s.slot = h.slot AND s.token = h.token
 RETURNING s.token::text
 )SQL";
@@ -40,7 +40,7 @@ constexpr const char* kReleaseSlotsSql = R"SQL(
 WITH freed AS (
     UPDATE outbox_handler_slot s
     SET holder = NULL, token = NULL, expires_at = NULL
-    FROM unnest($1::text[], $2::int[], $3::uuid[]) AS r(handler_name, slot, token)
+    FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]), pg_catalog.unnest($3::uuid[])) AS r(handler_name, slot, token)
     WHERE s.handler_name = r.handler_name AND s.slot = r.slot AND s.token = r.token
     RETURNING s.handler_name
 )

@@ -65,7 +65,8 @@ const std::string kClaimSuspectSql = claim_sql("status = 'RETRY_WAIT' AND last_e
 // handlers that did not use ctx.db() are inserted only for events whose fenced update applied.
 constexpr const char* kFinishSql = R"SQL(
 WITH input AS (
-    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::text[])
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[]), pg_catalog.unnest($3::text[]),
+                             pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::text[]))
         AS t(event_id, lease_token, status, delay_ms, error_code)
 ), done AS (
     UPDATE event_publication e
@@ -81,7 +82,7 @@ WITH input AS (
     RETURNING e.event_id, i.lease_token
 ), consumed AS (
     INSERT INTO event_consumption (event_id, handler_name)
-    SELECT c.event_id, c.handler_name FROM unnest($6::uuid[], $7::text[]) AS c(event_id, handler_name)
+    SELECT c.event_id, c.handler_name FROM ROWS FROM (pg_catalog.unnest($6::uuid[]), pg_catalog.unnest($7::text[])) AS c(event_id, handler_name)
     WHERE c.event_id IN (SELECT event_id FROM done)
     ON CONFLICT DO NOTHING
 )
@@ -91,7 +92,7 @@ SELECT lease_token::text FROM done
 constexpr const char* kExtendSql = R"SQL(
 UPDATE event_publication e
 SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-FROM unnest($1::uuid[], $2::uuid[]) AS h(event_id, lease_token)
+FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS h(event_id, lease_token)
 WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = h.event_id AND e.lease_token = h.lease_token
 RETURNING e.lease_token::text
 )SQL";
@@ -102,7 +103,7 @@ SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END
     attempt_count = greatest(e.attempt_count - 1, 0),
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
-FROM unnest($1::uuid[], $2::uuid[]) AS r(event_id, lease_token)
+FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS r(event_id, lease_token)
 WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = r.event_id AND e.lease_token = r.lease_token
 )SQL";
 

@@ -33,11 +33,16 @@ struct PublishOptions {
 
 /// Publishes one event inside `tx` and returns its event_id. Takes a dbtransaction (a real
 /// transaction or subtransaction), so publishing outside a transaction does not compile.
-/// Throws PayloadError for a payload that breaks its schema, and pqxx::sql_error when the
-/// database refuses it (e.g. an invalid event_type); nothing is inserted in either case.
+/// Throws PayloadError for a payload that breaks its schema, FreeTextError for an
+/// aggregate_key shaped like personal data (e-mail, phone, JWT, long digit run), and
+/// pqxx::sql_error when the database refuses it (e.g. an invalid event_type); nothing is
+/// inserted in any case.
 inline std::string publish(pqxx::dbtransaction& tx, std::string_view company_id, std::string_view event_type,
                            const SafePayload& payload, const PublishOptions& options = {}) {
     const std::string json = payload.json();
+    if (options.aggregate_key) {
+        if (const char* rule = detail::free_text_rule(*options.aggregate_key)) throw FreeTextError("aggregate_key", rule);
+    }
     const pqxx::result rows = tx.exec_params(
         "SELECT outbox_publish($1, $2, $3::jsonb, $4, $5)::text", std::string(company_id), std::string(event_type), json,
         options.aggregate_key ? options.aggregate_key->c_str() : static_cast<const char*>(nullptr),

@@ -57,6 +57,18 @@ private:
     std::string field_;
 };
 
+/// Thrown when free text such as an aggregate_key is shaped like personal data. what() is
+/// "<field>: <rule>" and never contains the value.
+class FreeTextError : public std::invalid_argument {
+public:
+    FreeTextError(std::string field, const std::string& rule)
+        : std::invalid_argument(field + ": " + rule), field_(std::move(field)) {}
+    [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+private:
+    std::string field_;
+};
+
 namespace detail {
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -139,6 +151,19 @@ inline bool looks_like_phone(std::string_view s) {
         }
     }
     return separated && digits >= 9;
+}
+
+/// The rule free text that operators read (an aggregate_key) breaks, or nullptr. The same
+/// detectors as the payload rules: e-mail, JWT, phone-shaped, and a run of 13+ digits inside
+/// other text; a value of digits only is a numeric id (as Integer fields are) and passes.
+/// outbox_check_free_text() in SQL implements the same rules in the same order.
+inline const char* free_text_rule(std::string_view s) {
+    if (looks_like_email(s)) return "value is shaped like an e-mail address";
+    if (looks_like_jwt(s)) return "value is shaped like a JWT";
+    if (looks_like_phone(s)) return "value is shaped like a phone number";
+    const bool only_digits = !s.empty() && std::all_of(s.begin(), s.end(), is_digit);
+    if (!only_digits && longest_digit_run(s, false) >= 13) return "value contains a run of 13 or more digits";
+    return nullptr;
 }
 
 /// Well-formed UTF-8 (no overlong forms, no surrogates), as PostgreSQL requires.

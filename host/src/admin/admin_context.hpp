@@ -1,0 +1,74 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include <pqxx/connection>
+
+#include "admin/admin_server.hpp"
+#include "admin/authentication.hpp"
+#include "admin/error_mapping.hpp"
+#include "db/connection_pool.hpp"
+#include "db/db_error.hpp"
+
+namespace outbox::admin {
+
+/// What every endpoint group shares: the options, the host's metrics and handlers, the
+/// authenticator and the admin database pool.
+class AdminContext {
+public:
+    AdminContext(AdminOptions options, const metrics::Metrics& metrics, AdminServer::HandlerSource handlers);
+
+    [[nodiscard]] const AdminOptions& options() const noexcept { return options_; }
+    [[nodiscard]] const metrics::Metrics& metrics() const noexcept { return metrics_; }
+    [[nodiscard]] const Authenticator& auth() const noexcept { return auth_; }
+    /// The handlers the host routes to now (never null).
+    [[nodiscard]] std::shared_ptr<const dispatch::HandlerSet> handlers() const;
+
+    /// Runs `work` on a pooled connection. A pooled connection the server closed while it
+    /// was idle is replaced and the work retried (safe: nothing was committed on it);
+    /// failing to open a connection at all is not retried, so an outage answers at once.
+    /// `bound`: how long one call may take before the host drops its connection (default
+    /// database.call_timeout); probes pass a short one.
+    template <class Work>
+    std::optional<db::DbFailure> try_database(Work&& work, std::optional<std::chrono::milliseconds> bound = std::nullopt) {
+        constexpr int kAttempts = 3;
+        for (int attempt = 1;; ++attempt) {
+            std::optional<db::ConnectionPool::Handle> conn;
+            try {
+                conn.emplace(pool_.acquire(std::chrono::steady_clock::now() + kPoolWait));
+                db::CallGuard guard(**conn, std::chrono::steady_clock::now() +
+                                                bound.value_or(db::connection_settings().call_timeout));
+                work(**conn);
+                return std::nullopt;
+            } catch (...) {
+                if (conn) conn->discard();
+                const db::DbFailure failure = db::classify_db_error(std::current_exception());
+                if (conn && failure.kind == db::DbFailureKind::ConnectionBroken && attempt < kAttempts) continue;
+                return failure;
+            }
+        }
+    }
+
+    /// try_database for an API request: on failure answers the mapped 5xx and returns false.
+    template <class Work>
+    bool with_database(HttpResponse& res, Work&& work) {
+        const auto failure = try_database(std::forward<Work>(work));
+        if (!failure) return true;
+        send_db_failure(res, *failure);
+        return false;
+    }
+
+private:
+    // An admin request waits this long for a pooled connection, then answers 503 BUSY.
+    static constexpr auto kPoolWait = std::chrono::seconds{2};
+
+    AdminOptions options_;
+    const metrics::Metrics& metrics_;
+    AdminServer::HandlerSource handler_source_;
+    Authenticator auth_;
+    db::ConnectionPool pool_;
+};
+
+}  // namespace outbox::admin

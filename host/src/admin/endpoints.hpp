@@ -1,0 +1,22 @@
+#pragma once
+
+#include "admin/admin_context.hpp"
+#include "admin/router.hpp"
+
+namespace outbox::admin {
+
+// One function per endpoint group; each adds its routes. The context outlives the router.
+
+/// GET /healthz, GET /readyz, GET /metrics (no authentication; Lane::Probe for the probes).
+void add_probe_endpoints(Router& router, AdminContext& context);
+/// GET /api/v1/admin/outbox-events and GET /api/v1/admin/outbox-events/{id}.
+void add_event_read_endpoints(Router& router, AdminContext& context);
+/// POST /api/v1/admin/outbox-events/{id}/retry.
+void add_retry_endpoints(Router& router, AdminContext& context);
+/// POST /api/v1/admin/outbox-events/retry (bulk re-drive) and
+/// POST /api/v1/admin/handlers/{name}/pause|resume.
+void add_operator_endpoints(Router& router, AdminContext& context);
+/// GET /api/v1/admin/fleet.
+void add_fleet_endpoints(Router& router, AdminContext& context);
+
+}  // namespace outbox::admin

@@ -1,0 +1,73 @@
+// GET /healthz, /readyz and /metrics: unauthenticated, answered for load balancers,
+// orchestrators and Prometheus.
+#include <optional>
+
+#include <pqxx/pqxx>
+
+#include "admin/db_probe.hpp"
+#include "admin/endpoints.hpp"
+#include "fleet/fleet_registry.hpp"
+#include "log/log.hpp"
+#include "metrics/prometheus.hpp"
+
+namespace outbox::admin {
+namespace {
+
+// Probes bound their call a little beyond the statement timeout, so a silent server makes
+// them fail fast instead of hanging.
+std::chrono::milliseconds probe_bound(const AdminContext& context) {
+    return context.options().probe_timeout + std::chrono::seconds{1};
+}
+
+void healthz(HttpResponse& res) { res.body = R"({"status":"ok"})"; }
+
+void readyz(AdminContext& context, HttpResponse& res) {
+    const auto timeout = context.options().probe_timeout;
+    const auto failure =
+        context.try_database([&](pqxx::connection& conn) { ping_database(conn, timeout); }, probe_bound(context));
+    if (failure) {
+        send_error(res, 503, "DATABASE_UNAVAILABLE", "the database does not answer (" + failure->describe() + ")");
+        return;
+    }
+    if (context.options().processing_enabled && context.handlers()->entries().empty()) {
+        send_error(res, 503, "NO_HANDLERS",
+                   "no handler plugin is loaded while processing is enabled; check plugins.dir and the start-up log");
+        return;
+    }
+    res.body = R"({"status":"ready"})";
+}
+
+void metrics_page(AdminContext& context, HttpResponse& res) {
+    std::optional<metrics::DbGauges> gauges;
+    const auto handlers = context.handlers();
+    const auto failure = context.try_database(
+        [&](pqxx::connection& conn) {
+            gauges = read_db_gauges(conn, *handlers, context.options().probe_timeout);
+            const fleet::FleetView view = fleet::read_fleet(conn);
+            for (const auto& host : view.hosts) {
+                ++gauges->fleet_hosts[host.live ? "live" : host.stopped ? "stopped" : "gone"];
+            }
+            gauges->fleet_handler_mismatches = static_cast<long long>(view.mismatches.size());
+        },
+        probe_bound(context));
+    if (failure) {
+        gauges.reset();
+        log::debug("metrics: database gauges unavailable: " + failure->describe());
+    }
+    res.content_type = metrics::kPrometheusContentType;
+    res.body = metrics::render_prometheus(context.metrics(), gauges, {context.options().host_id, OUTBOXD_VERSION});
+}
+
+}  // namespace
+
+void add_probe_endpoints(Router& router, AdminContext& context) {
+    router.add("GET", "/healthz", [](const HttpRequest&, HttpResponse& res, const PathParams&) { healthz(res); },
+               Lane::Probe);
+    router.add("GET", "/readyz",
+               [&context](const HttpRequest&, HttpResponse& res, const PathParams&) { readyz(context, res); },
+               Lane::Probe);
+    router.add("GET", "/metrics",
+               [&context](const HttpRequest&, HttpResponse& res, const PathParams&) { metrics_page(context, res); });
+}
+
+}  // namespace outbox::admin

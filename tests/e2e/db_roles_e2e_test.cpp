@@ -1,0 +1,117 @@
+// The three roles of docs/security.md end to end: the schema owner runs `outboxd migrate
+// --runtime-role R --publisher-role P`, publishers connect as P, and `outboxd run` connects
+// as R and processes every event with a real plugin that writes through ctx.db().
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <pqxx/pqxx>
+#include <signal.h>
+
+#include "support/child_process.hpp"
+#include "support/pg_fixture.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_host.hpp"
+#include "support/test_roles.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// A database nothing has migrated yet, owned by the test server's user (the migration owner).
+class FreshDatabase {
+public:
+    FreshDatabase() : name_("outbox_roles_e2e_" + std::to_string(::getpid())) {
+        admin("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+        admin("CREATE DATABASE " + name_);
+        url_ = with_database(server_url(), name_);
+    }
+    ~FreshDatabase() {
+        try {
+            admin("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+        } catch (...) {
+        }
+    }
+    FreshDatabase(const FreshDatabase&) = delete;
+    FreshDatabase& operator=(const FreshDatabase&) = delete;
+    [[nodiscard]] const std::string& url() const { return url_; }
+    [[nodiscard]] long long count(const std::string& sql) const {
+        pqxx::connection conn{url_};
+        pqxx::read_transaction tx{conn};
+        return tx.exec1(sql)[0].as<long long>();
+    }
+
+private:
+    static void admin(const std::string& sql) {
+        pqxx::connection conn{server_url()};
+        pqxx::nontransaction tx{conn};
+        tx.exec0(sql);
+    }
+    std::string name_;
+    std::string url_;
+};
+
+std::map<std::string, std::string> env_for(const std::string& database_url, const fs::path& plugin_dir) {
+    return {{"OUTBOX_DATABASE_URL", database_url},
+            {"OUTBOX_PLUGIN_DIR", plugin_dir.string()},
+            {"OUTBOX_LEASE_DURATION", "2s"},
+            {"OUTBOX_POLL_INTERVAL", "200ms"},
+            {"OUTBOX_INITIAL_BACKOFF", "100ms"},
+            {"OUTBOX_MAX_BACKOFF", "1s"},
+            {"OUTBOX_ADMIN_LISTEN", "off"},
+            {"OUTBOX_SHUTDOWN_TIMEOUT", "10s"}};
+}
+
+TEST(DbRolesE2e, OwnerMigratesPublisherPublishesRuntimeRoleProcessesEverything) {
+    const TestRoles roles;
+    const FreshDatabase db;
+    const TempDir dir;
+    const fs::path plugin_dir = dir.path() / "plugins";
+    fs::create_directory(plugin_dir);
+    fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir / "libscripted.so");
+    const auto owner_env = env_for(db.url(), plugin_dir);
+
+    const auto [missing_code, missing_output] =
+        run_command({OUTBOXD_BINARY, "migrate", "--runtime-role", "outbox_no_such_role"}, owner_env, 60s);
+    EXPECT_EQ(missing_code, 2) << missing_output;
+    EXPECT_NE(missing_output.find("role 'outbox_no_such_role' (--runtime-role) does not exist"), std::string::npos)
+        << missing_output;
+    EXPECT_EQ(std::count(missing_output.begin(), missing_output.end(), '\n'), 1) << missing_output;
+
+    const auto [code, output] = run_command(
+        {OUTBOXD_BINARY, "migrate", "--runtime-role", roles.runtime, "--publisher-role", roles.publisher}, owner_env,
+        60s);
+    ASSERT_EQ(code, 0) << output;
+    EXPECT_NE(output.find("granted the runtime role " + roles.runtime), std::string::npos) << output;
+
+    // The handler's own table belongs to the application, which grants the runtime role on it.
+    create_scripted_effect_table(db.url());
+    {
+        pqxx::connection conn{db.url()};
+        pqxx::work tx{conn};
+        tx.exec("GRANT SELECT, INSERT ON scripted_effect TO " + roles.runtime);
+        tx.commit();
+    }
+
+    publish_many(with_user(db.url(), roles.publisher), "TestRequested", R"({"db": true})", 300);
+    ChildProcess host({OUTBOXD_BINARY, "run"}, env_for(with_user(db.url(), roles.runtime), plugin_dir),
+                      (dir.path() / "host.log").string());
+    const auto completed = [&] {
+        return db.count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'");
+    };
+    ASSERT_TRUE(wait_until([&] { return completed() == 300; }, 60s)) << read_file((dir.path() / "host.log").string());
+    host.signal(SIGTERM);
+    EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << read_file((dir.path() / "host.log").string());
+    EXPECT_EQ(db.count("SELECT count(*) FROM scripted_effect"), 300);
+    EXPECT_EQ(db.count("SELECT count(*) FROM event_consumption"), 300);
+    EXPECT_EQ(db.count("SELECT count(*) FROM outbox_host WHERE stopped_at IS NOT NULL"), 1);
+    // The runtime role stayed what it was granted: it owns nothing.
+    EXPECT_EQ(db.count("SELECT count(*) FROM pg_class WHERE relowner = '" + roles.runtime + "'::regrole"), 0);
+}
+
+}  // namespace
+}  // namespace outbox::test
