@@ -84,7 +84,11 @@ const EmbeddedMigration kV2{"V1001__add_widget.sql", "CREATE TABLE widget (id in
 const EmbeddedMigration kV3{"V1002__add_gadget.sql", "CREATE TABLE gadget (id int PRIMARY KEY);"};
 
 // The real migrations are numbered 1..N without gaps.
-int real_latest() { return static_cast<int>(outbox::db::embedded_migrations().size()); }
+// The highest embedded version (numbers may have gaps while branches are merged).
+int real_latest() {
+    const std::string& name = outbox::db::embedded_migrations().back().file_name;
+    return std::stoi(name.substr(1, name.find("__") - 1));
+}
 
 std::vector<std::string> real_file_names() {
     std::vector<std::string> names;

@@ -700,3 +700,19 @@ TEST(Config, ProcessEnvironmentReadsTheRealEnvironment) {
 }
 
 }  // namespace
+
+TEST(Config, PlatformRolesAreAListFromTheFileOrACommaSeparatedVariable) {
+    EXPECT_EQ(load_config(std::nullopt, kNoEnv).admin.platform_roles, std::vector<std::string>{"PLATFORM_ADMIN"});
+    EXPECT_FALSE(load_config(std::nullopt, kNoEnv).outbox.require_registered_types);
+    const Config file = parse_config("admin:\n  platform_roles: [PLATFORM_ADMIN, SRE_ON_CALL]\n", "outboxd.yaml", kNoEnv);
+    EXPECT_EQ(file.admin.platform_roles, (std::vector<std::string>{"PLATFORM_ADMIN", "SRE_ON_CALL"}));
+    const Config env = parse_config("", "outboxd.yaml",
+                                    env_of({{"OUTBOX_ADMIN_PLATFORM_ROLES", "OPS, PLATFORM_ADMIN"},
+                                            {"OUTBOX_REQUIRE_REGISTERED_TYPES", "true"}}));
+    EXPECT_EQ(env.admin.platform_roles, (std::vector<std::string>{"OPS", "PLATFORM_ADMIN"}));
+    EXPECT_TRUE(env.outbox.require_registered_types);
+    EXPECT_TRUE(contains(error_of("admin:\n  platform_roles: []\n"), "admin.platform_roles"));
+    EXPECT_TRUE(contains(error_of("admin:\n  platform_roles: [ops]\n"), "expected a list of role names"));
+    EXPECT_TRUE(contains(error_of("admin:\n  platform_roles: [[A]]\n"), "admin.platform_roles"));
+    EXPECT_TRUE(contains(error_of("outbox:\n  require_registered_types: maybe\n"), "outbox.require_registered_types"));
+}
