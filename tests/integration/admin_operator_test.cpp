@@ -111,12 +111,18 @@ TEST_F(AdminOperator, PauseAndResumeNeedAPlatformRoleAndAreIdempotent) {
     EXPECT_EQ(db_.scalar("SELECT paused_by FROM outbox_handler_pause WHERE handler_name = 'mission-log-forwarding'"),
               "alice");
     EXPECT_EQ(count("SELECT count(*) FROM audit_event WHERE action = 'outbox.handler_paused'"), 1);
+    const auto metrics = client().Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("outbox_handler_paused{handler=\"mission-log-forwarding\"} 1\n"), std::string::npos)
+        << metrics->body;
     res = post("/api/v1/admin/handlers/Bad%20Name/pause", json::object(), token("PLATFORM_ADMIN"));
     EXPECT_EQ(res->status, 400);
     res = post("/api/v1/admin/handlers/mission-log-forwarding/resume", json::object(), token("PLATFORM_ADMIN"));
     ASSERT_EQ(res->status, 200) << res->body;
     EXPECT_EQ(json::parse(res->body), (json{{"handler", "mission-log-forwarding"}, {"paused", false}, {"changed", true}}));
     EXPECT_EQ(count("SELECT count(*) FROM outbox_handler_pause"), 0);
+    EXPECT_EQ(client().Get("/metrics")->body.find("outbox_handler_paused{handler=\"mission-log-forwarding\"} 1"),
+              std::string::npos);
 }
 
 }  // namespace

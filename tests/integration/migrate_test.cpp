@@ -86,7 +86,7 @@ const EmbeddedMigration kV3{"V1002__add_gadget.sql", "CREATE TABLE gadget (id in
 // The real migrations are numbered 1..N without gaps.
 // The highest embedded version (numbers may have gaps while branches are merged).
 int real_latest() {
-    const std::string& name = outbox::db::embedded_migrations().back().file_name;
+    const std::string name(outbox::db::embedded_migrations().back().file_name);
     return std::stoi(name.substr(1, name.find("__") - 1));
 }
 
