@@ -42,6 +42,16 @@ void check_accepted(const outbox::config::Config& config) {
                       "admin.listen and its parsed address agree");
     OUTBOX_FUZZ_CHECK(config.admin.jwt_secret.empty(), "a JWT secret never comes from the file");
     OUTBOX_FUZZ_CHECK(within(config.admin.jwt_max_lifetime, 1s, 24h), "admin.jwt_max_lifetime range");
+    OUTBOX_FUZZ_CHECK(within(config.admin.request_timeout, 100ms, 10min), "admin.request_timeout range");
+    OUTBOX_FUZZ_CHECK(config.admin.max_connections_per_client >= 1 && config.admin.max_connections_per_client <= 65536,
+                      "admin.max_connections_per_client range");
+    OUTBOX_FUZZ_CHECK(config.admin.max_connections >= 1 && config.admin.max_connections <= 65536,
+                      "admin.max_connections range");
+    OUTBOX_FUZZ_CHECK(within(config.admin.metrics_cache, 0ms, 1h), "admin.metrics_cache range");
+    OUTBOX_FUZZ_CHECK(!config.admin.platform_roles.empty(), "admin.platform_roles is never empty");
+    for (const auto& role : config.admin.platform_roles) {
+        OUTBOX_FUZZ_CHECK(!role.empty() && role.find(',') == std::string::npos, "a platform role is one name");
+    }
     OUTBOX_FUZZ_CHECK(config.admin.jwt_public_key_file.empty() || !config.admin.jwt_audience.empty(),
                       "an RS256 key always comes with an audience");
     for (const auto& [name, handler] : config.handlers) {

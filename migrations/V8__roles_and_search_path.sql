@@ -1,8 +1,9 @@
 -- Least-privilege roles and pinned search_path (docs/security.md).
 --
 -- Every outbox function now runs with the search_path the migrator sets while migrating
--- (SET search_path FROM CURRENT = pg_catalog, <outbox schema>), so a role that can create
--- objects in some other schema on a caller's path cannot shadow what the functions call.
+-- (SET search_path FROM CURRENT = <outbox schema>, pg_temp: pg_catalog is searched first
+-- because it is not named, temporary tables last), so a role that can create objects in
+-- some other schema on a caller's path cannot shadow what the functions call.
 -- Polymorphic built-ins and calls that need an implicit cast are qualified or cast to the
 -- exact types, because an exact match in any schema on the path outranks them even with
 -- pg_catalog first.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages outboxd needs to build and test (compiler, CMake, libpqxx,
 # Boost, spdlog, yaml-cpp, nlohmann_json, cpp-httplib, CLI11, libjwt, GoogleTest, Google
-# Benchmark, PostgreSQL 15). Idempotent and silent when everything is already installed.
+# Benchmark, PostgreSQL 15, libsystemd; lintian, systemd-analyze and promtool for the
+# packaging and observability checks). Idempotent and silent when everything is already installed.
 # Runs as root, or through sudo for another user.
 set -euo pipefail
 
@@ -12,8 +13,13 @@ packages=(
   libcpp-httplib-dev libcli11-dev libjwt-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl # the RS256 admin-token tests make their key pairs with it
+  python3 # the documentation checks: examples extracted, links and anchors, the config reference
   socat # the fault tier's TCP proxy, frozen to make the path to PostgreSQL go silent
   postgresql-15 # includes the contrib modules on Debian 12
+  libsystemd-dev # sd_notify: readiness, status and watchdog under systemd
+  systemd # systemd-analyze verify of the unit (scripts/package-test.sh)
+  lintian # the Debian packages are checked with it (scripts/package-test.sh)
+  prometheus # promtool; python3 (above) runs the dashboard check (scripts/check-observability.sh)
 )
 
 missing=()

@@ -2,9 +2,15 @@
 # Builds outboxd with warnings as errors and all test tiers, starts a throwaway PostgreSQL
 # on a free loopback port, and runs the tests with CTest. Arguments go to ctest, e.g.
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
-# Without arguments (as CI runs it) four more stages follow: the benchmark's smoke run
-# (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan
-# and scripts/fuzz.sh. Every stage runs; any failure fails the script.
+# The `hostile` label (tests/hostile, about 10 s) attacks a real `outboxd run` child's admin
+# listener: scripts/test.sh -L hostile.
+# Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
+# (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
+# (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
+# scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
+# (the Debian packages built from their own Release build, linted, installed, upgraded
+# and purged: 1.5 minutes after that build, which took 20 minutes on a busy shared 2-core
+# machine; bounded at 40). Every stage runs; any failure fails the script.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
 set -euo pipefail
 
@@ -33,10 +39,20 @@ fi
 
 failed=()
 ((status == 0)) || failed+=(tests)
+# Every stage is bounded: a hung stage is killed (TERM, then KILL 30 s later) and counted
+# as failed, so the whole command always ends.
 stage() {
-  echo "test.sh: scripts/$*" >&2
-  "$root/scripts/$1" "${@:2}" || failed+=("$*")
+  local limit=$1
+  shift
+  echo "test.sh: $*" >&2
+  timeout -k 30 "$limit" "$@" || failed+=("$*")
 }
+as_root=()
+((EUID == 0)) || as_root=(sudo --preserve-env=PATH)
+# The previous release's hosts keep working while this release migrates and replaces them
+# (about 40 s; building the previous release the first time adds 5 to 15 minutes on 2 cores,
+# later runs reuse it from the build directory).
+stage 1800 "$root/scripts/upgrade-test.sh" "$build_dir"
 # The benchmark's smoke run keeps it from rotting (its figures mean nothing). Without node,
 # npm or the npm registry it still runs outboxd, the latency probe and pgbench, and says so.
 bench_args=(--quick --build-dir "$build_dir")
@@ -44,11 +60,14 @@ if ! command -v npm >/dev/null || ! timeout 30 npm ping >/dev/null 2>&1; then
   echo "test.sh: node/npm or the npm registry is not available: the benchmark smoke run skips graphile-worker and pg-boss" >&2
   bench_args+=(--no-peers)
 fi
-echo "test.sh: bench/run.sh ${bench_args[*]}" >&2
-"$root/bench/run.sh" "${bench_args[@]}" || failed+=("bench/run.sh ${bench_args[*]}")
-stage sanitize.sh asan
-stage sanitize.sh tsan
-stage fuzz.sh
+stage 900 "$root/bench/run.sh" "${bench_args[@]}"
+stage 1800 "$root/scripts/sanitize.sh" asan
+stage 1800 "$root/scripts/sanitize.sh" tsan
+stage 900 "$root/scripts/fuzz.sh"
+stage 120 "$root/scripts/check-observability.sh"
+# Installs, upgrades and purges the Debian packages on this machine (root: it is a throwaway
+# CI machine, or a developer's who asked for the whole suite).
+stage 2400 "${as_root[@]}" "$root/scripts/package-test.sh"
 if ((${#failed[@]})); then
   echo "test.sh: FAILED: ${failed[*]}" >&2
   exit 1

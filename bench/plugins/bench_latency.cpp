@@ -45,4 +45,4 @@ private:
     std::FILE* file_ = nullptr;
 };
 
-OUTBOX_PLUGIN(BenchLatency);
+OUTBOX_PLUGIN(BenchLatency, "bench-latency");

@@ -9,4 +9,4 @@ public:
     void handle(const outbox::sdk::Event&, outbox::sdk::Context&) override {}
 };
 
-OUTBOX_PLUGIN(BenchNoop);
+OUTBOX_PLUGIN(BenchNoop, "bench-noop");

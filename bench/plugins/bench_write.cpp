@@ -12,4 +12,4 @@ public:
     }
 };
 
-OUTBOX_PLUGIN(BenchWrite);
+OUTBOX_PLUGIN(BenchWrite, "bench-write");

@@ -197,4 +197,42 @@ void OwnCluster::restart(const std::string& mode) const {
           " -w -t 60 restart >/dev/null");
 }
 
+int free_port() {
+    const auto [code, out] = run_command({"/bin/bash", OUTBOX_SOURCE_DIR "/scripts/pg.sh", "free-port"}, {}, std::chrono::seconds{30});
+    if (code != 0) throw std::runtime_error("no free port");
+    return std::stoi(out);
+}
+
+SilentableProxy::SilentableProxy(int target_port, const std::filesystem::path& log)
+    : port_(free_port()),
+      process_(std::vector<std::string>{"/usr/bin/setsid", "/usr/bin/socat",
+                                        "TCP-LISTEN:" + std::to_string(port_) + ",bind=127.0.0.1,reuseaddr,fork",
+                                        "TCP:127.0.0.1:" + std::to_string(target_port)},
+               {}, log.string()) {
+    if (!wait_until([&] { return run_command({"/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port_)},
+                                             {}, std::chrono::seconds{5}).first == 0; },
+                    std::chrono::seconds{10})) {
+        throw std::runtime_error("socat did not start listening");
+    }
+}
+
+SilentableProxy::~SilentableProxy() {
+    ::kill(-process_.pid(), SIGCONT);
+    ::kill(-process_.pid(), SIGKILL);
+}
+
+void SilentableProxy::freeze() const { ::kill(-process_.pid(), SIGSTOP); }
+void SilentableProxy::thaw() const { ::kill(-process_.pid(), SIGCONT); }
+
+std::string via_port(std::string url, int port) {
+    const auto at = url.find("@127.0.0.1:");
+    const auto slash = url.find('/', at + 11);
+    return url.substr(0, at + 11) + std::to_string(port) + url.substr(slash);
+}
+
+int port_of(const std::string& url) {
+    const auto at = url.find("@127.0.0.1:");
+    return std::stoi(url.substr(at + 11, url.find('/', at + 11) - at - 11));
+}
+
 }  // namespace outbox::test::fault

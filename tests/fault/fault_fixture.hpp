@@ -95,4 +95,31 @@ private:
     bool started_ = false;
 };
 
+/// A free loopback port (scripts/pg.sh free-port).
+int free_port();
+
+/// socat forwarding 127.0.0.1:port to the cluster, in a process group of its own so that
+/// SIGSTOP freezes it and every connection it forked: the path to PostgreSQL goes silent
+/// (its kernel still acknowledges, nothing answers).
+class SilentableProxy {
+public:
+    SilentableProxy(int target_port, const std::filesystem::path& log);
+    ~SilentableProxy();
+    SilentableProxy(const SilentableProxy&) = delete;
+    SilentableProxy& operator=(const SilentableProxy&) = delete;
+
+    void freeze() const;
+    void thaw() const;
+    [[nodiscard]] int port() const noexcept { return port_; }
+
+private:
+    int port_;
+    ChildProcess process_;
+};
+
+/// `url` (postgresql://...@127.0.0.1:PORT/...) with its port replaced by `port`.
+std::string via_port(std::string url, int port);
+/// The port of `url` (postgresql://...@127.0.0.1:PORT/...).
+int port_of(const std::string& url);
+
 }  // namespace outbox::test::fault

@@ -19,47 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int free_port() {
-    const auto [code, out] = run_command({"/bin/bash", OUTBOX_SOURCE_DIR "/scripts/pg.sh", "free-port"}, {}, 30s);
-    if (code != 0) throw std::runtime_error("no free port");
-    return std::stoi(out);
-}
-
-/// socat forwarding 127.0.0.1:port to the cluster, in a process group of its own so that
-/// SIGSTOP freezes it and every connection it forked.
-class SilentableProxy {
-public:
-    SilentableProxy(int target_port, const std::filesystem::path& log)
-        : port_(free_port()),
-          process_(std::vector<std::string>{"/usr/bin/setsid", "/usr/bin/socat",
-                                            "TCP-LISTEN:" + std::to_string(port_) + ",bind=127.0.0.1,reuseaddr,fork",
-                                            "TCP:127.0.0.1:" + std::to_string(target_port)},
-                   {}, log.string()) {
-        if (!wait_until([&] { return run_command({"/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port_)},
-                                                 {}, 5s).first == 0; },
-                        10s)) {
-            throw std::runtime_error("socat did not start listening");
-        }
-    }
-    ~SilentableProxy() {
-        ::kill(-process_.pid(), SIGCONT);
-        ::kill(-process_.pid(), SIGKILL);
-    }
-    void freeze() const { ::kill(-process_.pid(), SIGSTOP); }
-    void thaw() const { ::kill(-process_.pid(), SIGCONT); }
-    [[nodiscard]] int port() const noexcept { return port_; }
-
-private:
-    int port_;
-    ChildProcess process_;
-};
-
-std::string via_port(std::string url, int port) {
-    const auto at = url.find("@127.0.0.1:");
-    const auto slash = url.find('/', at + 11);
-    return url.substr(0, at + 11) + std::to_string(port) + url.substr(slash);
-}
-
 TEST(Liveness, HostsStartedBeforeTheirDatabaseWaitForItAndThenServe) {
     OwnCluster cluster(false);
     const Fleet fleet(cluster.url(), {{"OUTBOX_POLL_INTERVAL", "200ms"}});

@@ -24,8 +24,8 @@ INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartb
     }
 };
 
-TEST_F(AdminFleet, ShowsHostsTheirHandlersAndMismatchesToAnyOperatorRole) {
-    for (const char* role : {"ADMIN", "HR", "VIEWER"}) {
+TEST_F(AdminFleet, ShowsHostsTheirHandlersAndMismatchesToAPlatformRole) {
+    for (const char* role : {"PLATFORM_ADMIN"}) {
         const auto res = client().Get("/api/v1/admin/fleet", bearer(mint_hs256(token_claims(role, "acme"))));
         ASSERT_TRUE(res);
         ASSERT_EQ(res->status, 200) << role << ": " << res->body;
@@ -40,6 +40,24 @@ TEST_F(AdminFleet, ShowsHostsTheirHandlersAndMismatchesToAnyOperatorRole) {
         EXPECT_EQ(body["mismatches"][0]["event_type"], "OrderPlaced");
         EXPECT_EQ(body["mismatches"][0]["handler_sets"].size(), 2u);
     }
+}
+
+// Host names, pids and file names are the platform's, not a company's: company roles get 403.
+TEST_F(AdminFleet, CompanyRolesAreRefused) {
+    for (const char* role : {"ADMIN", "HR", "VIEWER", "platform_admin"}) {
+        const auto res = client().Get("/api/v1/admin/fleet", bearer(mint_hs256(token_claims(role, "acme"))));
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 403) << role << ": " << res->body;
+        EXPECT_EQ(json::parse(res->body)["error"]["code"], "FORBIDDEN") << res->body;
+        EXPECT_EQ(res->body.find("host-a"), std::string::npos);
+    }
+}
+
+TEST_F(AdminFleet, ThePlatformRolesAreConfigurable) {
+    restart([](admin::AdminOptions& o) { o.platform_roles = {"SRE", "OPS"}; });
+    EXPECT_EQ(client().Get("/api/v1/admin/fleet", bearer(mint_hs256(token_claims("OPS", "acme"))))->status, 200);
+    EXPECT_EQ(client().Get("/api/v1/admin/fleet", bearer(mint_hs256(token_claims("PLATFORM_ADMIN", "acme"))))->status,
+              403);
 }
 
 TEST_F(AdminFleet, NeedsAToken) {

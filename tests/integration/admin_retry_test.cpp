@@ -106,6 +106,31 @@ TEST_F(AdminRetry, AnEventNotInReviewIs409) {
     EXPECT_EQ(event_state(id), "PENDING/1/0");
 }
 
+// The reason is screened like SafePayload's free text; the answer names the rule and never
+// echoes the value.
+TEST_F(AdminRetry, AReasonShapedLikePersonalDataIs422NamingTheRule) {
+    const std::string id = review_event(db_);
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"customer jane.doe@example.com asked again", "e-mail"},
+        {"called back on +82 10-1234-5678 today", "phone"},
+        {"token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl leaked", "JWT"},
+        {"account 1234567890123 needs it again", "digit run"}};
+    int n = 0;
+    for (const auto& [reason, rule] : cases) {
+        const auto res = post_retry(id, body(4, reason), "pii-" + std::to_string(++n));
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 422) << rule;
+        const json error = error_of(res);
+        EXPECT_EQ(error["code"], "INVALID_REASON") << rule;
+        EXPECT_NE(error["message"].get<std::string>().find(rule), std::string::npos) << error;
+        for (const char* secret : {"jane.doe", "1234-5678", "eyJzdWIi", "1234567890123"}) {
+            EXPECT_EQ(res->body.find(secret), std::string::npos) << res->body;
+        }
+    }
+    EXPECT_EQ(event_state(id), "REVIEW_REQUIRED/4/3");
+    EXPECT_EQ(count("SELECT count(*) FROM outbox_manual_retry"), 0);
+}
+
 TEST_F(AdminRetry, ReasonOutsideTenToThreeHundredCharactersIs422) {
     const std::string id = review_event(db_);
     std::string korean;  // 300 three-byte characters: within the limit, counted as characters

@@ -3,6 +3,8 @@
 // that every function pins its search_path, and that functions planted by another role in
 // a schema on the path change nothing.
 
+#include <unistd.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -273,6 +275,61 @@ CREATE FUNCTION public.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql AS $$ SELEC
         tx.exec("SELECT pg_advisory_unlock_all()");
         tx.commit();
     }
+}
+
+}  // namespace
+
+namespace {
+
+// A publisher of the previous release connects as a role with INSERT (and SELECT) on event_publication
+// and relies on PUBLIC's EXECUTE; V8 revokes that, so it grants such roles EXECUTE and they
+// keep publishing through the upgrade.
+TEST(DbRoles, PublishersOfThePreviousReleaseKeepPublishingAfterTheUpgrade) {
+    const TestRoles roles;
+    const std::string name = "outbox_roles_upgrade_" + std::to_string(::getpid());
+    const auto on_server = [](const std::string& sql) {
+        pqxx::connection conn{outbox::test::server_url()};
+        pqxx::nontransaction tx{conn};
+        tx.exec0(sql);
+    };
+    on_server("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    on_server("CREATE DATABASE " + name);
+    const std::string url = outbox::test::with_database(outbox::test::server_url(), name);
+    const auto publish_as = [&](const std::string& role) {
+        pqxx::connection conn{outbox::test::with_user(url, role)};
+        pqxx::work tx{conn};
+        try {
+            tx.exec(kPublishSql);
+            tx.commit();
+            return true;
+        } catch (const pqxx::sql_error&) {
+            return false;
+        }
+    };
+    try {
+        {
+            pqxx::connection conn{url};
+            std::vector<outbox::db::EmbeddedMigration> before_v8;
+            for (const auto& m : outbox::db::embedded_migrations()) {
+                if (m.file_name.starts_with("V") && std::stoi(std::string(m.file_name.substr(1))) < 8) before_v8.push_back(m);
+            }
+            Migrator(before_v8).migrate(conn);
+            pqxx::work tx{conn};
+            tx.exec("GRANT SELECT, INSERT ON event_publication TO " + roles.publisher);  // RETURNING needs SELECT
+            tx.commit();
+        }
+        ASSERT_TRUE(publish_as(roles.publisher));
+        {
+            pqxx::connection conn{url};
+            Migrator().migrate(conn);
+        }
+        EXPECT_TRUE(publish_as(roles.publisher));
+        EXPECT_FALSE(publish_as(roles.other));
+    } catch (...) {
+        on_server("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+        throw;
+    }
+    on_server("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
 }
 
 }  // namespace

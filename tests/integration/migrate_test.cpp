@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <string>
 #include <thread>
@@ -20,7 +24,10 @@
 namespace {
 
 using outbox::db::EmbeddedMigration;
+using outbox::db::MigrateOptions;
 using outbox::db::MigrationError;
+using outbox::db::MigrationRefused;
+using outbox::db::parse_migration_header;
 using outbox::db::Migrator;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -83,12 +90,7 @@ std::string message_of(const std::function<void()>& action) {
 const EmbeddedMigration kV2{"V1001__add_widget.sql", "CREATE TABLE widget (id int PRIMARY KEY);"};
 const EmbeddedMigration kV3{"V1002__add_gadget.sql", "CREATE TABLE gadget (id int PRIMARY KEY);"};
 
-// The real migrations are numbered 1..N without gaps.
-// The highest embedded version (numbers may have gaps while branches are merged).
-int real_latest() {
-    const std::string name(outbox::db::embedded_migrations().back().file_name);
-    return std::stoi(name.substr(1, name.find("__") - 1));
-}
+int real_latest() { return Migrator{}.latest_version(); }
 
 std::vector<std::string> real_file_names() {
     std::vector<std::string> names;
@@ -289,6 +291,152 @@ TEST(Migrate, TestDatabasesAreClonedFromAMigratedTemplate) {
     EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication"), "0");
 }
 
+// --- Expand, then contract: migration headers and the fleet check (rolling upgrades) ---
+
+// Every file in migrations/ (the directory, not only what the build embedded) says in its
+// header whether it can be applied while the previous release's hosts run. Files up to
+// kLastVersionWithoutHeader were released before the convention and cannot change.
+TEST(MigrationFiles, EveryFileDeclaresWhetherItIsOnline) {
+    const std::filesystem::path dir = std::filesystem::path(OUTBOX_SOURCE_DIR) / "migrations";
+    int checked = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        const std::string name = entry.path().filename().string();
+        SCOPED_TRACE(name);
+        std::ifstream in(entry.path());
+        const std::string sql{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        const int version = std::atoi(name.c_str() + 1);
+        ASSERT_TRUE(name.starts_with("V") && name.ends_with(".sql") && version > 0)
+            << "migrations/ holds only V<n>__<name>.sql files";
+        const auto header = parse_migration_header(name, sql);  // throws on a malformed header line
+        ++checked;
+        if (version <= outbox::db::kLastVersionWithoutHeader) continue;
+        EXPECT_TRUE(header.has_online) << "migrations/" << name
+                                       << " needs a header line '-- online: yes' or '-- online: no — <why>' "
+                                          "among its leading comment lines (see docs/operations.md, Rolling upgrades)";
+        if (header.has_online && !header.online) {
+            EXPECT_FALSE(header.offline_reason.empty()) << name;
+        }
+        EXPECT_LE(header.hosts_from, version) << name << ": compatible-with-hosts-from names a future schema";
+    }
+    EXPECT_EQ(checked, static_cast<int>(real().size())) << "every file in migrations/ is embedded";
+}
+
+TEST(MigrationFiles, HeaderForms) {
+    const auto online = parse_migration_header("V1__a.sql", "-- online: yes\n-- what it does\nCREATE TABLE a ();");
+    EXPECT_TRUE(online.has_online);
+    EXPECT_TRUE(online.online);
+    EXPECT_EQ(online.hosts_from, 0);
+
+    const auto offline = parse_migration_header(
+        "V1__a.sql", "-- Drops a column.\n-- online: no \u2014 old hosts still write it\n"
+                     "-- compatible-with-hosts-from: 12\nALTER TABLE a DROP COLUMN b;");
+    EXPECT_TRUE(offline.has_online);
+    EXPECT_FALSE(offline.online);
+    EXPECT_EQ(offline.offline_reason, "old hosts still write it");
+    EXPECT_EQ(offline.hosts_from, 12);
+
+    EXPECT_FALSE(parse_migration_header("V1__a.sql", "CREATE TABLE a ();\n-- online: yes").has_online)
+        << "the header is the leading comment block only";
+    for (const char* bad : {"-- online: maybe\n", "-- online: no\n", "-- online: nope, really\n",
+                            "-- compatible-with-hosts-from: x\n", "-- compatible-with-hosts-from: 0\n"}) {
+        SCOPED_TRACE(bad);
+        EXPECT_THAT(message_of([&] { parse_migration_header("V9__bad.sql", bad); }), HasSubstr("V9__bad.sql"));
+    }
+}
+
+class FleetDuringMigration : public ::testing::Test {
+protected:
+    // A host row as the fleet registry writes it; live unless `stopped`.
+    void register_host(const std::string& id, const std::string& release, int schema_needed, bool stopped = false) {
+        db_.exec("INSERT INTO outbox_host (host_id, version, started_at, heartbeat_interval_ms, stopped_at, enabled, "
+                 "schema_needed) VALUES ('" + id + "', '" + release + "', now(), 60000, " +
+                 (stopped ? "now()" : "NULL") + ", true, " + std::to_string(schema_needed) + ")");
+    }
+    bool applied(int version) const {
+        return db_.scalar("SELECT count(*) FROM outbox_schema_history WHERE version = " + std::to_string(version)) == "1";
+    }
+
+    outbox::test::TestDatabase db_;
+    pqxx::connection conn_{db_.url()};
+    const EmbeddedMigration offline_{"V1001__rewrite_events.sql",
+                                     "-- online: no \u2014 rewrites event_publication under an exclusive lock\n"
+                                     "CREATE TABLE rewritten ();"};
+};
+
+TEST_F(FleetDuringMigration, OfflineMigrationIsRefusedWhileHostsOfAnOlderReleaseAreLive) {
+    register_host("old-host-1", "0.1.0", 0);  // a release that does not record its schema
+    register_host("old-host-2", "0.1.0", 0);
+
+    std::string message;
+    try {
+        Migrator{real_plus({offline_})}.migrate(conn_);
+        ADD_FAILURE() << "expected MigrationRefused";
+    } catch (const MigrationRefused& e) {
+        message = e.what();
+    }
+    EXPECT_THAT(message, HasSubstr("V1001__rewrite_events.sql is not online (rewrites event_publication under an "
+                                   "exclusive lock)"));
+    EXPECT_THAT(message, HasSubstr("2 live host(s)"));
+    EXPECT_THAT(message, HasSubstr("old-host-1 (release 0.1.0, schema unrecorded)"));
+    EXPECT_THAT(message, HasSubstr("--offline"));
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("\n"))) << "one line";
+    EXPECT_FALSE(applied(1001)) << "nothing is applied";
+    EXPECT_EQ(db_.scalar("SELECT to_regclass('rewritten') IS NULL"), "t");
+
+    const auto done = Migrator{real_plus({offline_})}.migrate(conn_, {}, MigrateOptions{.allow_offline = true});
+    ASSERT_EQ(done.size(), 1U) << "--offline applies it";
+    EXPECT_TRUE(applied(1001));
+}
+
+TEST_F(FleetDuringMigration, OfflineMigrationRunsWhenOnlyStoppedOrNewerHostsAreRegistered) {
+    register_host("stopped-old", "0.1.0", 0, /*stopped=*/true);
+    register_host("newer", "9.0.0", 1001);
+    db_.exec("INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, enabled) "
+             "VALUES ('gone-old', '0.1.0', now(), now() - interval '10 minutes', 5000, true)");
+
+    EXPECT_EQ(Migrator{real_plus({offline_})}.migrate(conn_).size(), 1U);
+    EXPECT_TRUE(applied(1001));
+}
+
+TEST_F(FleetDuringMigration, OnlineMigrationRunsWhileOlderHostsAreLive) {
+    register_host("old-host", "0.1.0", 0);
+    const EmbeddedMigration online{"V1001__add_table.sql", "-- online: yes\nCREATE TABLE added ();"};
+    EXPECT_EQ(Migrator{real_plus({online})}.migrate(conn_).size(), 1U);
+}
+
+TEST_F(FleetDuringMigration, FileWithoutHeaderAboveTheReleasedOnesIsTreatedAsOffline) {
+    register_host("old-host", "0.1.0", 0);
+    EXPECT_THROW(Migrator{real_plus({kV2})}.migrate(conn_), MigrationRefused);
+    EXPECT_FALSE(applied(1001));
+}
+
+// A contracting file: online for hosts that need schema 1001 or newer, and recorded so that
+// older hosts refuse to start afterwards (status().hosts_from).
+TEST_F(FleetDuringMigration, ContractingMigrationWaitsForHostsBelowItAndIsRecorded) {
+    const EmbeddedMigration contract{"V1002__drop_old_function.sql",
+                                     "-- online: yes\n-- compatible-with-hosts-from: 1001\nCREATE TABLE contracted ();"};
+    const EmbeddedMigration expand{"V1001__expand.sql", "-- online: yes\nCREATE TABLE expanded ();"};
+    register_host("host-at-1001", "0.3.0", 1001);
+    register_host("host-at-12", "0.2.0", 12);
+
+    std::string message;
+    try {
+        Migrator{real_plus({expand, contract})}.migrate(conn_);
+    } catch (const MigrationRefused& e) {
+        message = e.what();
+    }
+    EXPECT_THAT(message, HasSubstr("V1002__drop_old_function.sql leaves only hosts that need schema 1001 or newer"));
+    EXPECT_THAT(message, HasSubstr("host-at-12 (release 0.2.0, schema 12)"));
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("host-at-1001")));
+    EXPECT_FALSE(applied(1001)) << "refused before anything is applied";
+    EXPECT_EQ(Migrator{real_plus({expand, contract})}.status(conn_).hosts_from, 0);
+
+    db_.exec("UPDATE outbox_host SET stopped_at = now() WHERE host_id = 'host-at-12'");
+    EXPECT_EQ(Migrator{real_plus({expand, contract})}.migrate(conn_).size(), 2U);
+    EXPECT_EQ(db_.scalar("SELECT compatible_with_hosts_from FROM outbox_schema_history WHERE version = 1002"), "1001");
+    EXPECT_EQ(Migrator{}.status(conn_).hosts_from, 1001) << "a host of this release reads it without knowing the file";
+}
+
 }  // namespace
 
 namespace {
@@ -349,8 +497,9 @@ TEST(Migrate, FailedConcurrentIndexBuildIsRetriedCleanly) {
     EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history WHERE version = 1001"), "1");
 }
 
-// Functions created by a migration capture the migrator's path, not the session's.
-TEST(Migrate, MigrationsRunWithPgCatalogFirstAndTheTargetSchema) {
+// Functions created by a migration capture the migrator's path (the target schema, pg_temp
+// last; pg_catalog is searched first because it is not named), not the session's.
+TEST(Migrate, FunctionsCaptureTheTargetSchemaWithPgTempLast) {
     const EmptyDatabase db;
     pqxx::connection conn{db.url()};
     pqxx::nontransaction(conn).exec("CREATE SCHEMA other; SET search_path = public, other");

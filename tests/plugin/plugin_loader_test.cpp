@@ -112,7 +112,7 @@ TEST_F(PluginLoaderTest, GoodPluginLoadsWithNameEventTypesAndAbi) {
     EXPECT_EQ(plugin.file, fs::path(OUTBOX_FIXTURE_GOOD_ECHO));
     EXPECT_EQ(plugin.handler_name, "echo");
     EXPECT_EQ(plugin.event_types, std::vector<std::string>{"EchoRequested"});
-    EXPECT_EQ(plugin.abi, "1.0 (sdk " OUTBOX_SDK_VERSION ", " OUTBOX_STDLIB_ABI ")");
+    EXPECT_EQ(plugin.abi, "1.1 (sdk " OUTBOX_SDK_VERSION ", " OUTBOX_STDLIB_ABI ")");
     EXPECT_EQ(plugin.handler->handler_name(), "echo");
 }
 
@@ -143,7 +143,7 @@ TEST_F(PluginLoaderTest, HandlerOutlivesTheLoaderAndOtherCopies) {
     EXPECT_EQ(handler->event_types(), std::vector<std::string>{"EchoRequested"});
 }
 
-TEST_F(PluginLoaderTest, ConfigSectionIsChosenByHandlerName) {
+TEST_F(PluginLoaderTest, ConfigSectionIsChosenByTheManifestsHandlerName) {
     const HandlerConfigs configs{
         {"another-handler", R"({"unrelated":true})"},
         {"configured", R"({"endpoint":"http://127.0.0.1:9/x"})"},
@@ -153,27 +153,189 @@ TEST_F(PluginLoaderTest, ConfigSectionIsChosenByHandlerName) {
     EXPECT_EQ(plugin.event_types, std::vector<std::string>{"ConfigRequested"});
 }
 
-TEST_F(PluginLoaderTest, PluginThatNeedsConfigIsRejectedWithoutItsSection) {
+TEST_F(PluginLoaderTest, PluginThatNeedsConfigIsRejectedWithoutItsSectionAndNoOtherSectionIsTried) {
     const std::string reason =
         expect_rejected(OUTBOX_FIXTURE_GOOD_CONFIG, {{"another-handler", R"({"endpoint":"for someone else"})"}});
     EXPECT_NE(reason.find("constructor threw an exception"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("no handlers.<name>.config section"), std::string::npos) << reason;
 }
 
-TEST_F(PluginLoaderTest, HandlerWhoseNameHasASectionIsReconstructedWithIt) {
-    // echo ignores its config; the rule still picks its section and must not break it.
-    const LoadedPlugin plugin = expect_loaded(OUTBOX_FIXTURE_GOOD_ECHO, {{"echo", R"({"anything":1})"}});
-    EXPECT_EQ(plugin.handler_name, "echo");
+// Each plugin is constructed exactly once, with its own section: never with "{}" first,
+// never with another handler's section.
+TEST_F(PluginLoaderTest, APluginIsConstructedExactlyOnceWithItsOwnSection) {
+    const fs::path log = plugin_dir_.path() / "constructions.txt";
+    ASSERT_EQ(::setenv("OUTBOX_TEST_CONSTRUCTIONS", log.c_str(), 1), 0);
+    const LoadedPlugin plugin = expect_loaded(OUTBOX_FIXTURE_COUNTED, {{"another-handler", R"({"theirs":1})"},
+                                                                       {"counted", R"({"mine":2})"}});
+    ::unsetenv("OUTBOX_TEST_CONSTRUCTIONS");
+    EXPECT_EQ(plugin.handler_name, "counted");
+    EXPECT_EQ(read_text(log), "{\"mine\":2}\n");
+}
+
+TEST_F(PluginLoaderTest, AManifestNameThatDiffersFromHandlerNameIsRefusedNamingBoth) {
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_NAME_MISMATCH);
+    EXPECT_NE(reason.find("OUTBOX_PLUGIN names the handler 'promised-name' but handler_name() returns 'actual-name'"),
+              std::string::npos)
+        << reason;
+    EXPECT_EQ(reason.find('\n'), std::string::npos) << "one line: " << reason;
+}
+
+// One-argument OUTBOX_PLUGIN: the manifest names no handler, so the section is the one
+// named like the file; it is constructed once with it.
+TEST_F(PluginLoaderTest, AnUnnamedPluginGetsTheSectionNamedLikeItsFile) {
+    const HandlerConfigs configs{{"unnamed-config", R"({"endpoint":"http://127.0.0.1:9/x"})"}};
+    const fs::path named = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG, "libunnamed-config.so");
+    const LoadedPlugin plugin = expect_loaded(named, configs);
+    EXPECT_EQ(plugin.handler_name, "unnamed-config");
+
+    const fs::path plain = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG, "unnamed-config.so");
+    EXPECT_EQ(expect_loaded(plain, configs).handler_name, "unnamed-config");
+
+    // As CMake names a MODULE target: the 0.1.0 sample plugins are found this way.
+    const fs::path target = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG, "libunnamed_config.so");
+    EXPECT_EQ(expect_loaded(target, configs).handler_name, "unnamed-config");
+}
+
+TEST_F(PluginLoaderTest, AnUnnamedPluginWhoseFileNamesNoSectionIsRefusedWithTheFix) {
+    // Its constructor needs the section, which the host cannot pick by the file name.
+    const std::string needs = expect_rejected(OUTBOX_FIXTURE_UNNAMED_CONFIG,
+                                              {{"unnamed-config", R"({"endpoint":"http://127.0.0.1:9/x"})"}});
+    EXPECT_NE(needs.find("its manifest names no handler"), std::string::npos) << needs;
+    EXPECT_NE(needs.find("OUTBOX_PLUGIN(Class, \"name\")"), std::string::npos) << needs;
+
+    // Constructed with {}, it would run without the section it has: refused, not ignored.
+    const std::string ignored = expect_rejected(OUTBOX_FIXTURE_UNNAMED_PLAIN, {{"unnamed-plain", R"({"x":1})"}});
+    EXPECT_NE(ignored.find("has a handlers.unnamed-plain.config section but was constructed with {}"),
+              std::string::npos)
+        << ignored;
+    EXPECT_EQ(expect_loaded(OUTBOX_FIXTURE_UNNAMED_PLAIN, {{"unnamed-plain", "{}"}}).handler_name, "unnamed-plain")
+        << "an empty section is what it was constructed with";
+
+    // A file named after another handler's section: that section is the only one tried.
+    const fs::path other = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG, "libsomeone.so");
+    const std::string wrong = expect_rejected(other, {{"someone", R"({"endpoint":"x"})"}});
+    EXPECT_NE(wrong.find("constructed with handlers.someone.config (chosen by the file name) but handler_name() "
+                         "returns 'unnamed-config'"),
+              std::string::npos)
+        << wrong;
+}
+
+TEST_F(PluginLoaderTest, APluginBuiltWithThePreviousMinorsHeadersLoads) {
+    const LoadedPlugin plugin = expect_loaded(OUTBOX_FIXTURE_PREV_SDK_ECHO, {{"prev-echo", R"({"fail":false})"}});
+    ASSERT_NE(plugin.handler, nullptr);
+    EXPECT_EQ(plugin.handler_name, "prev-echo");
+    EXPECT_EQ(plugin.abi, "1.0 (sdk 1.0.0, " OUTBOX_STDLIB_ABI ")");
+    FakeContext ctx;
+    EXPECT_NO_THROW(plugin.handler->handle(event_of("EchoRequested"), ctx));
+    // Its section reached the constructor (chosen by the file name libprev-echo.so).
+    const std::string reason = expect_rejected(OUTBOX_FIXTURE_PREV_SDK_ECHO, {{"prev-echo", R"({"fail":true})"}});
+    EXPECT_NE(reason.find("with its section handlers.prev-echo.config"), std::string::npos) << reason;
+}
+
+namespace {
+/// How many loaded objects are private copies of a file called `name`.
+int mapped_copies_of(const std::string& name) {
+    struct Search {
+        std::string suffix;
+        int count = 0;
+    } search{"-" + name, 0};
+    ::dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) {
+            auto* s = static_cast<Search*>(data);
+            const std::string path = info->dlpi_name == nullptr ? "" : info->dlpi_name;
+            if (path.size() >= s->suffix.size() && path.compare(path.size() - s->suffix.size(), s->suffix.size(), s->suffix) == 0) {
+                ++s->count;
+            }
+            return 0;
+        },
+        &search);
+    return search.count;
+}
+}  // namespace
+
+// Reference-counted unloading: a replaced version stays mapped while a call holds its
+// handler and is closed when the last reference goes; nothing keeps it otherwise.
+TEST_F(PluginLoaderTest, AReplacedVersionIsUnloadedWhenItsLastReferenceGoes) {
+    const std::string file_name = "libunload-probe.so";
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO, file_name);
+    PluginDirectory directory(plugin_dir_.path(), private_dir_.path(), {});
+    std::shared_ptr<sdk::Handler> in_flight;
+    {
+        const DirectoryChange first = directory.rescan();
+        ASSERT_EQ(first.added.size(), 1U);
+        in_flight = first.added.front().handler;
+    }
+    EXPECT_EQ(mapped_copies_of(file_name), 1);
+
+    // A new version deployed by rename.
+    copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO, "staging.tmp");
+    fs::rename(plugin_dir_.path() / "staging.tmp", plugin_dir_.path() / file_name);
+    EXPECT_EQ(directory.rescan().replaced.size(), 1U);
+    EXPECT_EQ(mapped_copies_of(file_name), 2) << "the old version serves the call still holding it";
+
+    FakeContext ctx;
+    EXPECT_NO_THROW(in_flight->handle(event_of("EchoRequested"), ctx));
+    in_flight.reset();
+    EXPECT_EQ(mapped_copies_of(file_name), 1) << "the old version is unloaded with its last reference";
+
+    fs::remove(plugin_dir_.path() / file_name);
+    EXPECT_EQ(directory.rescan().removed.size(), 1U);
+    EXPECT_EQ(mapped_copies_of(file_name), 0) << "a removed plugin nothing holds is unloaded";
+}
+
+// The factory's constructor rules and the handler-name literal are checked when the plugin
+// is compiled, with a message that says what to write instead.
+TEST_F(PluginLoaderTest, TheFactoryRefusesOtherConstructorsAtCompileTime) {
+    const std::string body = R"(
+class H : public outbox::sdk::Handler {
+public:
+    CTOR
+    std::string handler_name() const override { return "h"; }
+    std::vector<std::string> event_types() const override { return {"A"}; }
+    void handle(const outbox::sdk::Event&, outbox::sdk::Context&) override {}
+};
+OUTBOX_PLUGIN(H, NAME)
+)";
+    struct Case {
+        std::string ctor;
+        std::string name;
+        std::string message;  // empty: must compile
+    };
+    const std::vector<Case> cases{
+        // The accepted forms compile in every fixture; these must not.
+        {"explicit H(const nlohmann::json&) {}", "\"h\"", "this handler has a constructor taking nlohmann::json"},
+        {"explicit H(int) {}", "\"h\"", "a handler needs `explicit HandlerClass(const std::string& config_json)` or a default constructor"},
+        {"H() = default;", "\"Not A Name\"", "the name must be a string literal of 1-100 characters"},
+    };
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        std::string source = "#include <outbox/sdk.hpp>\n" + body;
+        source.replace(source.find("CTOR"), 4, cases[i].ctor);
+        source.replace(source.find("NAME"), 4, cases[i].name);
+        const fs::path file = plugin_dir_.path() / ("case" + std::to_string(i) + ".cpp");
+        const fs::path output = plugin_dir_.path() / ("case" + std::to_string(i) + ".txt");
+        write_text(file, source);
+        const std::string command = "g++ -std=c++20 -fsyntax-only -I'" + std::string(OUTBOX_SDK_INCLUDE_DIR) + "' '" +
+                                    file.string() + "' > '" + output.string() + "' 2>&1";
+        const int status = std::system(command.c_str());
+        const std::string text = read_text(output);
+        if (cases[i].message.empty()) {
+            EXPECT_EQ(status, 0) << cases[i].ctor << "\n" << text;
+        } else {
+            EXPECT_NE(status, 0) << cases[i].ctor << " must not compile";
+            EXPECT_NE(text.find(cases[i].message), std::string::npos) << cases[i].ctor << "\n" << text;
+        }
+    }
 }
 
 TEST_F(PluginLoaderTest, AbiMajorMismatchIsRejectedBeforeConstruction) {
     const std::string reason = expect_rejected(OUTBOX_FIXTURE_ABI_MAJOR_MISMATCH);
-    EXPECT_NE(reason.find("plugin ABI 99.0, host ABI 1.0"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("plugin ABI 99.0, host ABI 1.1"), std::string::npos) << reason;
     EXPECT_NE(reason.find("major versions differ"), std::string::npos) << reason;
 }
 
 TEST_F(PluginLoaderTest, NewerAbiMinorIsRejected) {
     const std::string reason = expect_rejected(OUTBOX_FIXTURE_ABI_NEWER_MINOR);
-    EXPECT_NE(reason.find("plugin ABI 1.99, host ABI 1.0"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("plugin ABI 1.99, host ABI 1.1"), std::string::npos) << reason;
     EXPECT_NE(reason.find("newer host"), std::string::npos) << reason;
 }
 
@@ -437,7 +599,7 @@ TEST_F(PluginsCheckTest, BadFileGivesARowPerFileAndExitCodeOne) {
     EXPECT_EQ(lines[1].rfind("libfixture_good_echo.so", 0), 0U) << lines[1];
     EXPECT_NE(lines[1].find("echo"), std::string::npos);
     EXPECT_NE(lines[1].find("EchoRequested"), std::string::npos);
-    EXPECT_NE(lines[1].find("1.0 (sdk"), std::string::npos);
+    EXPECT_NE(lines[1].find("1.1 (sdk"), std::string::npos);
     EXPECT_EQ(lines[1].substr(lines[1].size() - 2), "OK");
     EXPECT_EQ(lines[2].rfind("libfixture_stdlib_mismatch.so", 0), 0U) << lines[2];
     EXPECT_NE(lines[2].find("error: "), std::string::npos) << lines[2];
@@ -459,6 +621,47 @@ TEST_F(PluginsCheckTest, OnlyGoodFilesGiveExitCodeZero) {
     EXPECT_NE(lines[1].find("configured"), std::string::npos) << lines[1];
     EXPECT_NE(lines[2].find("echo"), std::string::npos) << lines[2];
     EXPECT_EQ(out.str().find("error"), std::string::npos) << out.str();
+}
+
+// Without --config a plugin that needs its section is not an error: it is reported with
+// the handler name its manifest gives and its ABI.
+TEST_F(PluginsCheckTest, WithoutAConfigFileAPluginThatNeedsItsSectionIsReportedOk) {
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_CONFIG);
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG);
+    std::ostringstream out;
+
+    EXPECT_EQ(app::plugins_check(dir_.path(), {}, out, false), 0) << out.str();
+
+    const auto lines = lines_of(out.str());
+    ASSERT_EQ(lines.size(), 4U) << out.str();
+    EXPECT_EQ(lines[1].rfind("libfixture_good_config.so", 0), 0U) << lines[1];
+    EXPECT_NE(lines[1].find("configured"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("1.1 (sdk"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("OK (needs its config section to construct; check with --config)"), std::string::npos)
+        << lines[1];
+    EXPECT_NE(lines[2].find("echo"), std::string::npos) << lines[2];
+    EXPECT_NE(lines[2].find("EchoRequested"), std::string::npos) << lines[2];
+    EXPECT_EQ(lines[2].substr(lines[2].size() - 2), "OK") << lines[2];
+    EXPECT_EQ(lines[3].rfind("libfixture_unnamed_config.so", 0), 0U) << lines[3];
+    EXPECT_NE(lines[3].find("OK (needs its config section"), std::string::npos) << lines[3];
+    EXPECT_EQ(out.str().find("error"), std::string::npos) << out.str();
+}
+
+// With --config each plugin is constructed with its section, and one that cannot be is an error.
+TEST_F(PluginsCheckTest, WithAConfigFileEachPluginIsConstructedWithItsSection) {
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_GOOD_CONFIG);
+    copy_fixture(dir_.path(), OUTBOX_FIXTURE_UNNAMED_CONFIG);
+    std::ostringstream out;
+
+    EXPECT_EQ(app::plugins_check(dir_.path(), {{"configured", R"({"endpoint":"http://x"})"}}, out, true), 1)
+        << out.str();
+
+    const auto lines = lines_of(out.str());
+    ASSERT_EQ(lines.size(), 3U) << out.str();
+    EXPECT_NE(lines[1].find("ConfigRequested"), std::string::npos) << lines[1];
+    EXPECT_EQ(lines[1].substr(lines[1].size() - 2), "OK") << lines[1];
+    EXPECT_NE(lines[2].find("error: constructor threw an exception"), std::string::npos) << lines[2];
 }
 
 TEST_F(PluginsCheckTest, EmptyDirectoryHasNoPluginsAndExitsZero) {

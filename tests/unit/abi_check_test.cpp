@@ -104,6 +104,19 @@ TEST(AbiCheck, TruncatedManifestIsRejected) {
     EXPECT_TRUE(contains(verdict.reason, "plugin ABI 1.0, host ABI 1.0")) << verdict.reason;
 }
 
+// struct_size is the manifest's version: a 1.0 plugin wrote the 96-byte manifest without
+// handler_name, and a 1.1 host must still load it.
+TEST(AbiCheck, ShorterManifestOfAnOlderMinorIsAccepted) {
+    auto plugin = host_at(1, 0);
+    plugin.struct_size = OUTBOX_MANIFEST_SIZE_1_0;
+    EXPECT_LT(plugin.struct_size, sizeof(outbox_plugin_manifest_t));
+    const auto verdict = check_abi(plugin, host_at(1, 1));
+    EXPECT_TRUE(verdict.compatible) << verdict.reason;
+
+    plugin.struct_size = OUTBOX_MANIFEST_SIZE_1_0 - 1;
+    EXPECT_FALSE(check_abi(plugin, host_at(1, 1)).compatible) << "less than the 1.0 manifest is truncated";
+}
+
 TEST(AbiCheck, UnterminatedTextFieldsAreReadWithinTheirBounds) {
     auto plugin = host_at(1, 0);
     std::memset(plugin.stdlib_abi, 'x', sizeof plugin.stdlib_abi);  // no NUL: a corrupt or hostile manifest

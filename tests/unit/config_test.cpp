@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -699,20 +700,58 @@ TEST(Config, ProcessEnvironmentReadsTheRealEnvironment) {
     ::unsetenv(name.c_str());
 }
 
+// The reference is generated from the settings table; these keep what it says true.
+TEST(ConfigReference, EveryDocumentedDefaultIsTheBuiltInDefault) {
+    const Config defaults = parse_config("", "outboxd.yaml", kNoEnv);
+    int checked = 0;
+    for (const auto& row : outbox::config::settings_reference()) {
+        // Derived defaults are written in parentheses; file-only keys have no variable to set.
+        if (row.env.empty() || row.default_value.empty() || row.default_value.front() == '(') continue;
+        Config documented;
+        try {
+            documented = parse_config("", "outboxd.yaml", env_of({{row.env, row.default_value}}));
+        } catch (const ConfigError& e) {
+            ADD_FAILURE() << row.key << ": the documented default is refused: " << e.what();
+            continue;
+        }
+        EXPECT_TRUE(documented == defaults) << row.key << ": the documented default " << row.default_value
+                                            << " is not the value used when the key is not set";
+        ++checked;
+    }
+    EXPECT_GE(checked, 20);
+}
+
+TEST(ConfigReference, EveryKeyHasItsVariableTypeDefaultAndMeaning) {
+    const auto rows = outbox::config::settings_reference();
+    const std::string markdown = outbox::config::config_reference_markdown();
+    for (const auto& row : rows) {
+        const std::string name = row.key.empty() ? row.env : row.key;
+        EXPECT_FALSE(row.type.empty()) << name;
+        EXPECT_FALSE(row.default_value.empty()) << name << ": no documented default";
+        EXPECT_FALSE(row.description.empty()) << name << ": no meaning documented";
+        if (row.key.rfind("handlers.", 0) != 0 && !row.key.empty()) {
+            EXPECT_EQ(row.env.rfind("OUTBOX_", 0), 0u) << name << ": no OUTBOX_* variable";
+        }
+        EXPECT_NE(markdown.find("| " + (row.key.empty() ? std::string("—") : "`" + row.key + "`") + " |"),
+                  std::string::npos)
+            << name << " is missing from the Markdown reference";
+    }
+    // What a key accepts is the parser's own range, not a second copy of it.
+    const auto batch =
+        std::find_if(rows.begin(), rows.end(), [](const auto& row) { return row.key == "outbox.batch_size"; });
+    ASSERT_NE(batch, rows.end());
+    EXPECT_EQ(batch->type, "integer, 1 to 1000");
+    EXPECT_EQ(batch->env, "OUTBOX_BATCH_SIZE");
+    EXPECT_EQ(batch->default_value, "20");
+}
+
 }  // namespace
 
-TEST(Config, PlatformRolesAreAListFromTheFileOrACommaSeparatedVariable) {
-    EXPECT_EQ(load_config(std::nullopt, kNoEnv).admin.platform_roles, std::vector<std::string>{"PLATFORM_ADMIN"});
+TEST(Config, RequireRegisteredTypesIsABooleanFromTheFileOrItsVariable) {
     EXPECT_FALSE(load_config(std::nullopt, kNoEnv).outbox.require_registered_types);
-    const Config file = parse_config("admin:\n  platform_roles: [PLATFORM_ADMIN, SRE_ON_CALL]\n", "outboxd.yaml", kNoEnv);
-    EXPECT_EQ(file.admin.platform_roles, (std::vector<std::string>{"PLATFORM_ADMIN", "SRE_ON_CALL"}));
-    const Config env = parse_config("", "outboxd.yaml",
-                                    env_of({{"OUTBOX_ADMIN_PLATFORM_ROLES", "OPS, PLATFORM_ADMIN"},
-                                            {"OUTBOX_REQUIRE_REGISTERED_TYPES", "true"}}));
-    EXPECT_EQ(env.admin.platform_roles, (std::vector<std::string>{"OPS", "PLATFORM_ADMIN"}));
-    EXPECT_TRUE(env.outbox.require_registered_types);
-    EXPECT_TRUE(contains(error_of("admin:\n  platform_roles: []\n"), "admin.platform_roles"));
-    EXPECT_TRUE(contains(error_of("admin:\n  platform_roles: [ops]\n"), "expected a list of role names"));
-    EXPECT_TRUE(contains(error_of("admin:\n  platform_roles: [[A]]\n"), "admin.platform_roles"));
+    EXPECT_TRUE(parse_config("outbox:\n  require_registered_types: true\n", "outboxd.yaml", kNoEnv)
+                    .outbox.require_registered_types);
+    EXPECT_TRUE(parse_config("", "outboxd.yaml", env_of({{"OUTBOX_REQUIRE_REGISTERED_TYPES", "true"}}))
+                    .outbox.require_registered_types);
     EXPECT_TRUE(contains(error_of("outbox:\n  require_registered_types: maybe\n"), "outbox.require_registered_types"));
 }

@@ -33,22 +33,14 @@ public:
     /// database.call_timeout); probes pass a short one.
     template <class Work>
     std::optional<db::DbFailure> try_database(Work&& work, std::optional<std::chrono::milliseconds> bound = std::nullopt) {
-        constexpr int kAttempts = 3;
-        for (int attempt = 1;; ++attempt) {
-            std::optional<db::ConnectionPool::Handle> conn;
-            try {
-                conn.emplace(pool_.acquire(std::chrono::steady_clock::now() + kPoolWait));
-                db::CallGuard guard(**conn, std::chrono::steady_clock::now() +
-                                                bound.value_or(db::connection_settings().call_timeout));
-                work(**conn);
-                return std::nullopt;
-            } catch (...) {
-                if (conn) conn->discard();
-                const db::DbFailure failure = db::classify_db_error(std::current_exception());
-                if (conn && failure.kind == db::DbFailureKind::ConnectionBroken && attempt < kAttempts) continue;
-                return failure;
-            }
-        }
+        return run(pool_, std::forward<Work>(work), bound);
+    }
+
+    /// try_database on the probes' own connections (/readyz, /metrics): API requests that
+    /// hold every API connection never delay them.
+    template <class Work>
+    std::optional<db::DbFailure> try_probe_database(Work&& work, std::chrono::milliseconds bound) {
+        return run(probe_pool_, std::forward<Work>(work), bound);
     }
 
     /// try_database for an API request: on failure answers the mapped 5xx and returns false.
@@ -64,11 +56,32 @@ private:
     // An admin request waits this long for a pooled connection, then answers 503 BUSY.
     static constexpr auto kPoolWait = std::chrono::seconds{2};
 
+    template <class Work>
+    std::optional<db::DbFailure> run(db::ConnectionPool& pool, Work&& work, std::optional<std::chrono::milliseconds> bound) {
+        constexpr int kAttempts = 3;
+        for (int attempt = 1;; ++attempt) {
+            std::optional<db::ConnectionPool::Handle> conn;
+            try {
+                conn.emplace(pool.acquire(std::chrono::steady_clock::now() + kPoolWait));
+                db::CallGuard guard(**conn, std::chrono::steady_clock::now() +
+                                                bound.value_or(db::connection_settings().call_timeout));
+                work(**conn);
+                return std::nullopt;
+            } catch (...) {
+                if (conn) conn->discard();
+                const db::DbFailure failure = db::classify_db_error(std::current_exception());
+                if (conn && failure.kind == db::DbFailureKind::ConnectionBroken && attempt < kAttempts) continue;
+                return failure;
+            }
+        }
+    }
+
     AdminOptions options_;
     const metrics::Metrics& metrics_;
     AdminServer::HandlerSource handler_source_;
     Authenticator auth_;
     db::ConnectionPool pool_;
+    db::ConnectionPool probe_pool_;
 };
 
 }  // namespace outbox::admin

@@ -23,7 +23,11 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
     o.jwt.issuer = config.admin.jwt_issuer;
     o.jwt.audience = config.admin.jwt_audience;
     o.jwt.max_lifetime = config.admin.jwt_max_lifetime;
+    o.request_timeout = config.admin.request_timeout;
+    o.metrics_cache = config.admin.metrics_cache;
     o.platform_roles = config.admin.platform_roles;
+    o.max_connections_per_client = config.admin.max_connections_per_client;
+    o.max_connections = config.admin.max_connections;
     if (!config.admin.jwt_public_key_file.empty()) {
         const std::string& path = config.admin.jwt_public_key_file;
         std::ifstream file(path, std::ios::binary);
@@ -42,12 +46,27 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
     return o;
 }
 
+namespace {
+
+TransportOptions transport_options(const AdminOptions& o) {
+    TransportOptions t;
+    t.threads = o.threads;
+    t.max_queued = static_cast<std::size_t>(std::max(1, o.threads)) * 4;
+    t.max_body_bytes = o.max_body_bytes;
+    t.request_timeout = o.request_timeout;
+    t.io_timeout = o.io_timeout;
+    t.keep_alive_timeout = o.keep_alive_timeout;
+    t.max_connections_per_client = o.max_connections_per_client;
+    t.max_connections = o.max_connections;
+    return t;
+}
+
+}  // namespace
+
 struct AdminServer::Impl {
     Impl(AdminOptions o, const metrics::Metrics& m, HandlerSource h)
         : context(std::move(o), m, std::move(h)),
-          transport(TransportOptions{context.options().threads, context.options().max_body_bytes,
-                                     context.options().io_timeout, context.options().keep_alive_timeout},
-                    router) {
+          transport(transport_options(context.options()), router) {
         add_probe_endpoints(router, context);
         add_event_read_endpoints(router, context);
         add_retry_endpoints(router, context);

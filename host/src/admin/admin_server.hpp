@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "admin/jwt_verifier.hpp"
 #include "config/config.hpp"
@@ -29,12 +30,18 @@ struct AdminOptions {
     JwtOptions jwt;
     std::string host_id;
     bool processing_enabled = true;            // readyz needs a handler only when processing
-    int threads = 8;                                // request threads (an idle keep-alive connection holds one)
+    int threads = 8;                                // API request workers (idle connections hold none)
     int db_connections = 2;                         // requests that need the database share these
     std::size_t max_body_bytes = 16 * 1024;         // larger bodies get 413
-    std::chrono::seconds io_timeout{5};             // read and write limit per request
+    std::chrono::seconds io_timeout{5};             // writing an answer
+    std::chrono::milliseconds request_timeout{10000};  // admin.request_timeout: a whole request must arrive within this
+    int max_connections_per_client = 32;            // admin.max_connections_per_client
+    int max_connections = 512;                      // admin.max_connections
     std::chrono::seconds keep_alive_timeout{2};     // an idle keep-alive connection is closed after this
     std::chrono::milliseconds probe_timeout{2000};  // statement_timeout of /metrics and /readyz queries
+    std::chrono::milliseconds statement_timeout{5000};  // session statement_timeout of every admin connection
+    int probe_connections = 2;                      // /readyz and /metrics use these, never the API's
+    std::chrono::milliseconds metrics_cache{5000};  // admin.metrics_cache: /metrics gauges reused this long
     std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // admin.platform_roles
 
     /// From the configuration. Reads admin.jwt_public_key_file; throws config::ConfigError
@@ -43,9 +50,10 @@ struct AdminOptions {
 };
 
 /// The host's HTTP listener: the admin API (JWT, company-scoped), /metrics, /healthz and
-/// /readyz. Requests run on a fixed pool of `threads` (accepting waits when they are all
-/// busy and a few connections are queued), with body size and socket time limits; every
-/// 4xx/5xx answers {"error": {"code", "message"}}. Start in-process in tests with port 0.
+/// /readyz. Requests are read within the transport's limits (see http_transport.hpp) before
+/// authentication; API requests run on a fixed pool of `threads` with a bounded queue (503
+/// BUSY beyond it), probes on their own executor; every 4xx/5xx answers
+/// {"error": {"code", "message"}}. Start in-process in tests with port 0.
 class AdminServer {
 public:
     /// Returns the handlers the host routes to right now (they can be replaced at run time);

@@ -38,18 +38,21 @@ std::optional<Principal> Authenticator::authenticate(const HttpRequest& req, Htt
     return std::get<Principal>(std::move(verified));
 }
 
+bool Authenticator::is_platform_role(const std::string& role) const {
+    return std::find(platform_roles_.begin(), platform_roles_.end(), role) != platform_roles_.end();
+}
+
+bool Authenticator::require_platform_role(const Principal& principal, HttpResponse& res) const {
+    if (is_platform_role(principal.role)) return true;
+    send_error(res, 403, "FORBIDDEN", "this endpoint needs a platform role (admin.platform_roles)");
+    return false;
+}
+
 bool may_read(const Principal& p) { return p.role == "ADMIN" || p.role == "HR" || p.role == "VIEWER"; }
 
 bool require_reader(const Principal& principal, HttpResponse& res, const std::string& what) {
     if (may_read(principal)) return true;
     send_error(res, 403, "FORBIDDEN", "the role " + principal.role + " may not read " + what);
-    return false;
-}
-
-bool require_platform(const Principal& principal, HttpResponse& res, const std::vector<std::string>& platform_roles,
-                      const std::string& what) {
-    if (std::find(platform_roles.begin(), platform_roles.end(), principal.role) != platform_roles.end()) return true;
-    send_error(res, 403, "FORBIDDEN", "only a platform role (admin.platform_roles) may " + what);
     return false;
 }
 

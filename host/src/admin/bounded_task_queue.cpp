@@ -11,14 +11,14 @@ BoundedTaskQueue::BoundedTaskQueue(std::size_t threads, std::size_t max_queued)
 
 BoundedTaskQueue::~BoundedTaskQueue() { shutdown(); }
 
-void BoundedTaskQueue::enqueue(std::function<void()> job) {
+bool BoundedTaskQueue::try_enqueue(std::function<void()> job) {
     {
-        std::unique_lock lock(mutex_);
-        // After shutdown started, still accept: the job owns a socket that only it closes.
-        has_room_.wait(lock, [&] { return jobs_.size() < max_queued_ || stopping_; });
+        std::lock_guard lock(mutex_);
+        if (stopping_ || jobs_.size() >= max_queued_) return false;
         jobs_.push_back(std::move(job));
     }
     has_job_.notify_one();
+    return true;
 }
 
 void BoundedTaskQueue::shutdown() {
@@ -28,7 +28,6 @@ void BoundedTaskQueue::shutdown() {
         stopping_ = true;
     }
     has_job_.notify_all();
-    has_room_.notify_all();
     for (auto& thread : threads_) {
         if (thread.joinable()) thread.join();
     }
@@ -45,7 +44,6 @@ void BoundedTaskQueue::work() {
             job = std::move(jobs_.front());
             jobs_.pop_front();
         }
-        has_room_.notify_one();
         job();
     }
 }

@@ -8,25 +8,22 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
-
 namespace outbox::admin {
 
-/// httplib's request queue with a fixed number of threads and a bounded backlog: when
-/// `max_queued` connections already wait, enqueue() blocks the accept loop, so a flood of
-/// connections waits in the kernel's listen backlog instead of growing memory without
-/// bound. (httplib 0.11's own ThreadPool queues without limit and cannot refuse a job: a
-/// dropped job would leak its socket.)
-class BoundedTaskQueue : public httplib::TaskQueue {
+/// A fixed number of worker threads with a bounded backlog: when `max_queued` jobs already
+/// wait, try_enqueue() refuses (the caller answers 503 BUSY) instead of growing memory
+/// without bound.
+class BoundedTaskQueue {
 public:
     BoundedTaskQueue(std::size_t threads, std::size_t max_queued);
-    ~BoundedTaskQueue() override;
+    ~BoundedTaskQueue();
     BoundedTaskQueue(const BoundedTaskQueue&) = delete;
     BoundedTaskQueue& operator=(const BoundedTaskQueue&) = delete;
 
-    void enqueue(std::function<void()> job) override;
-    /// Runs what is queued, then joins the threads.
-    void shutdown() override;
+    /// False when the backlog is full or the queue is shutting down.
+    bool try_enqueue(std::function<void()> job);
+    /// Runs what is queued, then joins the threads. Idempotent.
+    void shutdown();
 
 private:
     void work();
@@ -34,7 +31,6 @@ private:
     std::size_t max_queued_;
     std::mutex mutex_;
     std::condition_variable has_job_;
-    std::condition_variable has_room_;
     std::deque<std::function<void()>> jobs_;
     bool stopping_ = false;
     std::vector<std::thread> threads_;

@@ -1,4 +1,5 @@
-// GET /api/v1/admin/fleet: the hosts sharing this database and their handlers.
+// GET /api/v1/admin/fleet: the hosts sharing this database and their handlers. Host names,
+// pids and plugin file names are the platform's: only admin.platform_roles may read them.
 #include <optional>
 
 #include <pqxx/pqxx>
@@ -11,7 +12,7 @@ namespace {
 
 void fleet_view(AdminContext& context, const HttpRequest& req, HttpResponse& res) {
     const auto principal = context.auth().authenticate(req, res);
-    if (!principal || !require_reader(*principal, res, "the fleet")) return;
+    if (!principal || !context.auth().require_platform_role(*principal, res)) return;
     std::optional<fleet::FleetView> view;
     if (!context.with_database(res, [&](pqxx::connection& conn) { view = fleet::read_fleet(conn); })) return;
     res.body = fleet::to_json(*view).dump();

@@ -1,13 +1,23 @@
 #include "admin/http_transport.hpp"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
-#include <cerrno>
-#include <cstring>
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
-#include <httplib.h>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
 
 #include "admin/admin_server.hpp"
 #include "admin/bounded_task_queue.hpp"
@@ -17,20 +27,72 @@
 namespace outbox::admin {
 namespace {
 
-HttpRequest to_request(const httplib::Request& req) {
-    HttpRequest out;
-    out.method = req.method;
-    out.path = req.path;
-    for (const auto& [key, value] : req.params) out.query.emplace_back(key, value);
-    for (const auto& [key, value] : req.headers) out.headers.emplace_back(key, value);
-    out.body = req.body;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+// After an answer that closes the connection, unread input is drained for at most this
+// long (and this many bytes) before closing, so the client reads the answer instead of a
+// reset.
+constexpr auto kLinger = std::chrono::seconds{1};
+constexpr std::size_t kLingerBytes = 1024 * 1024;
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/// Percent-decodes `text`; with `plus_is_space` (query strings) '+' becomes ' '. Invalid
+/// escapes are kept as written.
+std::string decode(std::string_view text, bool plus_is_space) {
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '%' && i + 2 < text.size()) {
+            const int hi = hex_value(text[i + 1]);
+            const int lo = hex_value(text[i + 2]);
+            if (hi >= 0 && lo >= 0) {
+                out.push_back(static_cast<char>(hi * 16 + lo));
+                i += 2;
+                continue;
+            }
+        }
+        out.push_back(plus_is_space && c == '+' ? ' ' : c);
+    }
     return out;
 }
 
-void write(const HttpResponse& from, httplib::Response& to) {
-    to.status = from.status;
-    for (const auto& [key, value] : from.headers) to.set_header(key.c_str(), value);
-    to.set_content(from.body, from.content_type.c_str());
+void split_target(std::string_view target, HttpRequest& req) {
+    const auto question = target.find('?');
+    req.path = decode(target.substr(0, question), false);
+    if (question == std::string_view::npos) return;
+    std::string_view query = target.substr(question + 1);
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const std::string_view pair = query.substr(0, amp);
+        if (!pair.empty()) {
+            const auto eq = pair.find('=');
+            req.query.emplace_back(decode(pair.substr(0, eq), true),
+                                   eq == std::string_view::npos ? std::string() : decode(pair.substr(eq + 1), true));
+        }
+        if (amp == std::string_view::npos) break;
+        query.remove_prefix(amp + 1);
+    }
+}
+
+std::string_view std_view(beast::string_view text) { return {text.data(), text.size()}; }
+
+bool has_body_method(std::string_view method) { return method == "POST" || method == "PUT" || method == "PATCH"; }
+
+/// A byte that may not appear in a request line (controls, DEL, non-ASCII).
+bool bad_line_byte(char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte >= 0x7f;
 }
 
 }  // namespace
@@ -41,61 +103,371 @@ std::string display(const config::ListenAddress& address) {
 }
 
 struct HttpTransport::Impl {
+    Impl(TransportOptions o, const Router& r)
+        : options(o), router(r),
+          api(static_cast<std::size_t>(std::max(1, o.threads)), std::max<std::size_t>(1, o.max_queued)),
+          probes(static_cast<std::size_t>(std::max(1, o.probe_threads))),
+          ioc(std::make_unique<asio::io_context>()), acceptor(std::in_place, *ioc) {}
+
+    class Session;
+
+    /// Counts open connections per client address; refuses beyond the limits.
+    bool admit(const std::string& client) {
+        std::lock_guard lock(connections_mutex);
+        if (total_connections >= options.max_connections) return false;
+        int& mine = connections[client];
+        if (mine >= options.max_connections_per_client) {
+            if (mine == 0) connections.erase(client);
+            return false;
+        }
+        ++mine;
+        ++total_connections;
+        return true;
+    }
+    void release(const std::string& client) {
+        std::lock_guard lock(connections_mutex);
+        --total_connections;
+        const auto it = connections.find(client);
+        if (it != connections.end() && --it->second <= 0) connections.erase(it);
+    }
+
+    void accept();
+
     TransportOptions options;
     const Router& router;
-    httplib::Server server;
-    std::thread thread;
+    std::mutex connections_mutex;
+    std::map<std::string, int> connections;
+    int total_connections = 0;
+    BoundedTaskQueue api;
+    asio::thread_pool probes;
+    // After everything its pending handlers (sessions) refer to. stop() destroys both, which
+    // destroys every session still waiting and so closes its socket.
+    std::unique_ptr<asio::io_context> ioc;
+    std::optional<tcp::acceptor> acceptor;
+    std::vector<std::thread> io_threads;
+    std::atomic<bool> stopping{false};
     bool serving = false;
+};
 
-    Impl(TransportOptions o, const Router& r) : options(o), router(r) {}
+/// One connection: reads requests one after another (keep-alive), each within its limits
+/// and deadline, and writes the answers. Runs on its strand; a handler's work runs on a
+/// worker and posts the answer back.
+class HttpTransport::Impl::Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(Impl& impl, tcp::socket socket, std::string client, bool admitted)
+        : impl_(impl), stream_(std::move(socket)), timer_(stream_.get_executor()), client_(std::move(client)),
+          admitted_(admitted) {}
+    ~Session() {
+        if (admitted_) impl_.release(client_);
+    }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
 
-    void configure() {
-        const auto threads = static_cast<std::size_t>(options.threads < 1 ? 1 : options.threads);
-        server.new_task_queue = [threads] { return new BoundedTaskQueue(threads, threads * 4); };
-        server.set_payload_max_length(options.max_body_bytes);
-        server.set_read_timeout(options.io_timeout);
-        server.set_write_timeout(options.io_timeout);
-        server.set_keep_alive_timeout(options.keep_alive_timeout.count());
-        server.set_keep_alive_max_count(100);
-        // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a
-        // second host bind the same port silently instead of failing at start-up.
-        server.set_socket_options([](socket_t sock) {
-            int yes = 1;
-            ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-        });
-        const auto dispatch = [this](const httplib::Request& req, httplib::Response& res) {
-            HttpResponse response;
-            router.dispatch(to_request(req), response);
-            write(response, res);
-        };
-        server.Get(".*", dispatch);
-        server.Post(".*", dispatch);
-        server.Put(".*", dispatch);
-        server.Patch(".*", dispatch);
-        server.Delete(".*", dispatch);
-        server.Options(".*", dispatch);
-        // Runs for every 4xx/5xx, including those httplib produces itself (400 bad request
-        // line, 413, 414, 404 for methods it does not route): give them the JSON shape.
-        server.set_error_handler(httplib::Server::HandlerWithResponse(
-            [this](const httplib::Request& req, httplib::Response& res) {
-                if (!res.body.empty()) return httplib::Server::HandlerResponse::Handled;
-                HttpResponse response;
-                if (res.status == 404) {
-                    router.dispatch(to_request(req), response);
-                    if (response.status == 200) response = transport_error(404);
-                } else {
-                    response = transport_error(res.status, options.max_body_bytes);
-                }
-                write(response, res);
-                return httplib::Server::HandlerResponse::Handled;
-            }));
-        server.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-            // The path is not logged: it is caller-controlled text.
-            log::error("admin API: unexpected failure handling a " + req.method + " request");
-            write(transport_error(500), res);
+    void start() {
+        if (!admitted_) {
+            HttpResponse res;
+            send_error(res, 503, "TOO_MANY_CONNECTIONS", "too many open connections; try again later");
+            res.set_header("Retry-After", "1");
+            write(res, false, false);
+            return;
+        }
+        // A fresh connection has the whole request deadline to deliver its first request.
+        arm(Clock::now() + impl_.options.request_timeout);
+        read_head();
+    }
+
+private:
+    /// The reading deadline. (Not the stream's own timeout: that closes the socket, and a
+    /// request cut off mid-way still gets its 408.) On expiry the pending read is cancelled.
+    void arm(Clock::time_point deadline) {
+        const unsigned generation = ++generation_;
+        timer_.expires_at(deadline);
+        timer_.async_wait([self = shared_from_this(), generation](beast::error_code ec) {
+            if (ec || generation != self->generation_) return;
+            self->timed_out_ = true;
+            beast::error_code ignored;
+            self->stream_.socket().cancel(ignored);
         });
     }
+
+    void disarm() {
+        ++generation_;
+        timer_.cancel();
+    }
+
+    void read_head() {
+        if (check_head()) return;
+        stream_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+            self->on_head_bytes(ec, n);
+        });
+    }
+
+    void on_head_bytes(beast::error_code ec, std::size_t n) {
+        if (ec) return on_read_error(ec);
+        buffer_.append(chunk_.data(), n);
+        read_head();
+    }
+
+    /// The request's deadline starts with its first byte; waiting for it is bounded by
+    /// the keep-alive timeout (or, on a fresh connection, by the request deadline).
+    void start_request() {
+        in_request_ = true;
+        if (!first_request_) arm(Clock::now() + impl_.options.request_timeout);
+    }
+
+    void on_read_error(beast::error_code) {
+        if (timed_out_ && in_request_) {
+            HttpResponse res;
+            send_error(res, 408, "REQUEST_TIMEOUT", "the request was not received in time");
+            write(res, false, false);
+            return;
+        }
+        close();
+    }
+
+    /// Checks what has arrived of the head; refuses or dispatches when it can. Returns
+    /// true when it took over (no further read is needed for the head).
+    bool check_head() {
+        const auto& o = impl_.options;
+        if (!buffer_.empty() && !in_request_) start_request();
+        // The request line, byte by byte as it arrives.
+        const std::size_t line_end = buffer_.find("\r\n");
+        const std::size_t line_bytes = line_end == std::string::npos ? buffer_.size() : line_end;
+        for (std::size_t i = scanned_; i < line_bytes; ++i) {
+            if (bad_line_byte(buffer_[i]) && !(buffer_[i] == '\r' && i + 1 == buffer_.size())) {
+                refuse(400, "BAD_REQUEST", "the request line is malformed");
+                return true;
+            }
+        }
+        scanned_ = line_bytes;
+        if (line_bytes > o.max_request_line) {
+            refuse(414, "URI_TOO_LONG",
+                   "the request line is longer than " + std::to_string(o.max_request_line) + " bytes");
+            return true;
+        }
+        if (line_end == std::string::npos) return false;
+        // The header block: fields counted and measured as they arrive.
+        const std::size_t headers_begin = line_end + 2;
+        const std::size_t end = buffer_.find("\r\n\r\n", line_end);
+        const std::size_t header_bytes = (end == std::string::npos ? buffer_.size() : end + 2) - headers_begin;
+        std::size_t fields = 0;
+        for (std::size_t at = headers_begin; (at = buffer_.find("\r\n", at)) != std::string::npos &&
+                                             (end == std::string::npos || at <= end);
+             at += 2) {
+            ++fields;
+        }
+        if (header_bytes > o.max_header_bytes || fields > o.max_headers) {
+            refuse(431, "HEADERS_TOO_LARGE",
+                   "the request has more than " + std::to_string(o.max_headers) + " header fields or " +
+                       std::to_string(o.max_header_bytes) + " header bytes");
+            return true;
+        }
+        if (end == std::string::npos) return false;
+        return finish_head(end + 4);
+    }
+
+    bool finish_head(std::size_t head_bytes) {
+        const auto& o = impl_.options;
+        http::request_parser<http::empty_body> parser;
+        parser.header_limit(static_cast<std::uint32_t>(head_bytes + 1));
+        parser.eager(false);
+        beast::error_code ec;
+        parser.put(asio::buffer(buffer_.data(), head_bytes), ec);
+        if ((ec && ec != http::error::need_more) || !parser.is_header_done()) {
+            refuse(400, "BAD_REQUEST", "the request is malformed");
+            return true;
+        }
+        const auto& head = parser.get();
+        if (head.version() != 11 && head.version() != 10) {
+            refuse(400, "BAD_REQUEST", "only HTTP/1.0 and HTTP/1.1 are served");
+            return true;
+        }
+        if (head.find(http::field::transfer_encoding) != head.end()) {
+            refuse(400, "TRANSFER_ENCODING_NOT_ACCEPTED",
+                   "request bodies must be sent with Content-Length, not Transfer-Encoding");
+            return true;
+        }
+        if (head.find(http::field::content_encoding) != head.end()) {
+            refuse(415, "CONTENT_ENCODING_NOT_ACCEPTED", "encoded (compressed) request bodies are not accepted");
+            return true;
+        }
+        const auto length = parser.content_length();
+        const std::string method(std_view(head.method_string()));
+        if (!length && has_body_method(method)) {
+            refuse(411, "LENGTH_REQUIRED", "a " + method + " request needs a Content-Length header");
+            return true;
+        }
+        if (length && *length > o.max_body_bytes) {
+            refuse(413, "PAYLOAD_TOO_LARGE",
+                   "the request body is larger than " + std::to_string(o.max_body_bytes) + " bytes");
+            return true;
+        }
+        request_ = HttpRequest{};
+        request_.method = method;
+        split_target(std_view(head.target()), request_);
+        for (const auto& field : head) {
+            request_.headers.emplace_back(std_view(field.name_string()), std_view(field.value()));
+        }
+        keep_alive_ = head.keep_alive();
+        head_bytes_ = head_bytes;
+        body_bytes_ = length ? static_cast<std::size_t>(*length) : 0;
+        read_body();
+        return true;
+    }
+
+    void read_body() {
+        if (buffer_.size() >= head_bytes_ + body_bytes_) {
+            request_.body = buffer_.substr(head_bytes_, body_bytes_);
+            buffer_.erase(0, head_bytes_ + body_bytes_);
+            return dispatch();
+        }
+        stream_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+            if (ec) return self->on_read_error(ec);
+            // Never more than the announced body: anything beyond waits for the next request.
+            self->buffer_.append(self->chunk_.data(), n);
+            self->read_body();
+        });
+    }
+
+    void dispatch() {
+        // The answer is written under its own deadline; reading the request is over.
+        disarm();
+        const Lane lane = impl_.router.lane(request_);
+        const bool head_only = request_.method == "HEAD";
+        if (lane == Lane::Inline) {
+            HttpResponse res;
+            impl_.router.dispatch(request_, res);
+            return write(res, keep_alive_, head_only);
+        }
+        auto job = [self = shared_from_this(), head_only] {
+            HttpResponse res;
+            try {
+                self->impl_.router.dispatch(self->request_, res);
+            } catch (...) {
+                // The path is not logged: it is caller-controlled text.
+                log::error("admin API: unexpected failure handling a " + self->request_.method + " request");
+                res = transport_error(500);
+            }
+            asio::post(self->stream_.get_executor(), [self, res = std::move(res), head_only]() mutable {
+                self->write(res, self->keep_alive_, head_only);
+            });
+        };
+        if (lane == Lane::Probe) {
+            asio::post(impl_.probes, std::move(job));
+            return;
+        }
+        if (!impl_.api.try_enqueue(job)) {
+            HttpResponse res;
+            send_error(res, 503, "BUSY", "every admin request worker is busy; try again");
+            res.set_header("Retry-After", "1");
+            write(res, keep_alive_, head_only);
+        }
+    }
+
+    /// Answers before the request was read completely: the connection is closed after it.
+    void refuse(int status, const std::string& code, const std::string& message) {
+        HttpResponse res;
+        send_error(res, status, code, message);
+        write(res, false, false);
+    }
+
+    void write(const HttpResponse& from, bool keep_alive, bool head_only) {
+        disarm();
+        if (impl_.stopping) keep_alive = false;
+        auto res = std::make_shared<http::response<http::string_body>>();
+        res->version(11);
+        res->result(static_cast<unsigned>(from.status));
+        res->set(http::field::server, "outboxd");
+        res->set(http::field::content_type, from.content_type);
+        for (const auto& [name, value] : from.headers) res->set(name, value);
+        res->body() = from.body;
+        res->prepare_payload();
+        if (head_only) res->body().clear();
+        res->keep_alive(keep_alive);
+        stream_.expires_after(impl_.options.io_timeout);
+        http::async_write(stream_, *res,
+                          [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
+                              if (ec) return self->close();
+                              if (!keep_alive) return self->linger();
+                              self->next_request();
+                          });
+    }
+
+    void next_request() {
+        in_request_ = false;
+        first_request_ = false;
+        timed_out_ = false;
+        scanned_ = 0;
+        stream_.expires_never();
+        if (buffer_.empty()) {
+            arm(Clock::now() + impl_.options.keep_alive_timeout);
+        } else {
+            start_request();  // pipelined bytes: the next request has begun
+        }
+        read_head();
+    }
+
+    /// Half-closes, then discards what the client still sends for a moment, so it can
+    /// read the answer before the connection goes away.
+    void linger() {
+        beast::error_code ignored;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        stream_.expires_after(kLinger);
+        drain();
+    }
+
+    void drain() {
+        stream_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+            self->drained_ += n;
+            if (ec || self->drained_ > kLingerBytes) return self->close();
+            self->drain();
+        });
+    }
+
+    void close() {
+        disarm();
+        beast::error_code ignored;
+        stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        stream_.close();
+    }
+
+    Impl& impl_;
+    beast::tcp_stream stream_;
+    asio::steady_timer timer_;
+    unsigned generation_ = 0;
+    bool timed_out_ = false;
+    std::string client_;
+    bool admitted_;
+    std::array<char, 4096> chunk_{};
+    std::string buffer_;  // the head read so far (bounded by the limits), then pipelined bytes
+    std::size_t scanned_ = 0;
+    bool in_request_ = false;
+    bool first_request_ = true;
+    HttpRequest request_;
+    bool keep_alive_ = false;
+    std::size_t head_bytes_ = 0;
+    std::size_t body_bytes_ = 0;
+    std::size_t drained_ = 0;
 };
+
+void HttpTransport::Impl::accept() {
+    acceptor->async_accept(asio::make_strand(*ioc), [this](beast::error_code ec, tcp::socket socket) {
+        if (stopping) return;
+        if (!ec) {
+            beast::error_code peer_error;
+            const auto peer = socket.remote_endpoint(peer_error);
+            if (!peer_error) {
+                std::string client = peer.address().to_string();
+                const bool admitted = admit(client);
+                std::make_shared<Session>(*this, std::move(socket), std::move(client), admitted)->start();
+            }
+        } else if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space) {
+            // Out of file descriptors: back off briefly instead of spinning.
+            std::this_thread::sleep_for(std::chrono::milliseconds{50});
+        }
+        accept();
+    });
+}
 
 HttpTransport::HttpTransport(TransportOptions options, const Router& router)
     : impl_(std::make_unique<Impl>(options, router)) {}
@@ -104,40 +476,56 @@ HttpTransport::~HttpTransport() { stop(); }
 
 int HttpTransport::bind(const config::ListenAddress& address) {
     Impl& s = *impl_;
-    s.configure();
-    errno = 0;
-    int port = -1;
-    if (address.port == 0) {
-        port = s.server.bind_to_any_port(address.host);
-    } else if (s.server.bind_to_port(address.host, address.port)) {
-        port = address.port;
-    }
-    if (port <= 0) {
-        const int error = errno;
-        throw AdminStartError("cannot listen on " + display(address) +
-                              (error != 0 ? ": " + std::string(std::strerror(error)) : "") +
+    const auto fail = [&](const std::string& why) {
+        throw AdminStartError("cannot listen on " + display(address) + (why.empty() ? "" : ": " + why) +
                               " (admin.listen / OUTBOX_ADMIN_LISTEN; \"off\" disables the listener)");
-    }
-    return port;
+    };
+    beast::error_code ec;
+    tcp::resolver resolver(*s.ioc);
+    const auto endpoints = resolver.resolve(address.host, std::to_string(address.port),
+                                            tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+    if (ec || endpoints.empty()) fail(ec ? ec.message() : "the host name has no address");
+    const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+    s.acceptor->open(endpoint.protocol(), ec);
+    if (ec) fail(ec.message());
+    // SO_REUSEADDR only (never SO_REUSEPORT): a second host on the same port must fail.
+    s.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    s.acceptor->bind(endpoint, ec);
+    if (ec) fail(ec.message());
+    s.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) fail(ec.message());
+    return s.acceptor->local_endpoint().port();
 }
 
 void HttpTransport::serve() {
     Impl& s = *impl_;
     s.serving = true;
-    s.thread = std::thread([&s] { s.server.listen_after_bind(); });
-    // stop() is a no-op until the accept loop runs; wait for it so start/stop cannot race.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{5};
-    while (!s.server.is_running() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds{1});
-    }
+    s.accept();
+    const int threads = std::max(1, s.options.io_threads);
+    for (int i = 0; i < threads; ++i) s.io_threads.emplace_back([&s] { s.ioc->run(); });
 }
 
 void HttpTransport::stop() {
     Impl& s = *impl_;
     if (!s.serving) return;
     s.serving = false;
-    s.server.stop();
-    if (s.thread.joinable()) s.thread.join();
+    s.stopping = true;
+    asio::post(*s.ioc, [&s] {
+        beast::error_code ignored;
+        s.acceptor->close(ignored);
+    });
+    // Running requests finish; their answers are written while the I/O threads still run
+    // (with Connection: close), but only for a moment.
+    s.api.shutdown();
+    s.probes.join();
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    s.ioc->stop();
+    for (auto& thread : s.io_threads) {
+        if (thread.joinable()) thread.join();
+    }
+    s.io_threads.clear();
+    s.acceptor.reset();
+    s.ioc.reset();
 }
 
 }  // namespace outbox::admin

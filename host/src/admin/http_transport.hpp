@@ -2,25 +2,37 @@
 
 #include <chrono>
 #include <cstddef>
-#include <functional>
 #include <memory>
+#include <string>
 
-#include "admin/http_message.hpp"
 #include "admin/router.hpp"
 #include "config/config.hpp"
 
 namespace outbox::admin {
 
+/// Limits the transport enforces before a request reaches the router (and so before
+/// authentication). Every refusal is answered with its status and the JSON error shape.
 struct TransportOptions {
-    int threads = 8;                             // API request workers
-    std::size_t max_body_bytes = 16 * 1024;      // larger bodies get 413
-    std::chrono::seconds io_timeout{5};          // read and write limit per request
-    std::chrono::seconds keep_alive_timeout{2};  // an idle keep-alive connection is closed after this
+    int threads = 8;                                   // API request workers
+    std::size_t max_queued = 32;                       // API requests waiting for a worker; more: 503 BUSY
+    std::size_t max_body_bytes = 16 * 1024;            // Content-Length above this: 413
+    std::size_t max_request_line = 8 * 1024;           // longer request line: 414
+    std::size_t max_headers = 64;                      // more header fields: 431
+    std::size_t max_header_bytes = 16 * 1024;          // more header bytes: 431
+    std::chrono::milliseconds request_timeout{10000};  // the whole request (line, headers, body) must arrive within this
+    std::chrono::seconds io_timeout{5};                // writing an answer
+    std::chrono::seconds keep_alive_timeout{2};        // an idle keep-alive connection is closed after this
+    int max_connections_per_client = 32;               // more from one address: 503 TOO_MANY_CONNECTIONS
+    int max_connections = 512;                         // more in total: 503 TOO_MANY_CONNECTIONS
+    int io_threads = 2;                                // socket I/O; probes on Lane::Inline run here
+    int probe_threads = 2;                             // Lane::Probe routes, never queued behind the API
 };
 
-/// The HTTP listener: reads requests into HttpRequest within its limits, answers the
-/// refusals it makes itself with the JSON error shape, and hands everything else to the
-/// router. Nothing outside this file sees the HTTP library.
+/// The HTTP/1.1 listener (Boost.Beast over Asio). Reads each request head itself, byte
+/// limits checked as the bytes arrive, so no request line, header block or body larger
+/// than the limits is ever held in memory; a deadline per request that trickling cannot
+/// extend; chunked and encoded request bodies refused. Nothing outside this file sees the
+/// HTTP library.
 class HttpTransport {
 public:
     HttpTransport(TransportOptions options, const Router& router);
@@ -32,7 +44,8 @@ public:
     int bind(const config::ListenAddress& address);
     /// Serves on background threads until stop().
     void serve();
-    /// Stops accepting, finishes running requests, joins. Idempotent.
+    /// Stops accepting, lets running requests finish, closes every connection, joins.
+    /// Idempotent.
     void stop();
 
 private:

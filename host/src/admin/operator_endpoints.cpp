@@ -107,10 +107,7 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
 
 void set_paused(AdminContext& context, const HttpRequest& req, HttpResponse& res, const std::string& name, bool pause) {
     const auto principal = context.auth().authenticate(req, res);
-    if (!principal || !require_platform(*principal, res, context.options().platform_roles,
-                                        pause ? "pause handlers" : "resume handlers")) {
-        return;
-    }
+    if (!principal || !context.auth().require_platform_role(*principal, res)) return;
     if (!dispatch::valid_handler_name(name)) {
         send_error(res, 400, "INVALID_HANDLER_NAME", "a handler name is 1 to 100 of a-z 0-9 . _ - starting with a letter or digit");
         return;

@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "admin/text.hpp"
+#include "outbox/sdk/payload.hpp"
 
 namespace outbox::admin {
 namespace {
@@ -26,6 +27,12 @@ SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($
 constexpr const char* kLockEventSql = R"SQL(
 SELECT company_id, status, version, attempt_count, event_type
 FROM event_publication WHERE event_id = $1::uuid FOR UPDATE
+)SQL";
+// The API's caller locks only a row of its own company: another company's event is never
+// locked nor waited for, so it answers exactly like a missing one (no BUSY-vs-403 oracle).
+constexpr const char* kLockOwnEventSql = R"SQL(
+SELECT company_id, status, version, attempt_count, event_type
+FROM event_publication WHERE event_id = $1::uuid AND company_id = $2 FOR UPDATE
 )SQL";
 
 constexpr const char* kFindRetrySql = R"SQL(
@@ -92,6 +99,12 @@ std::optional<RetryRejected> validate_reason(const std::string& reason) {
                              "reason must be 10 to 300 characters of text (no control characters); do not include "
                              "personal data, tokens, payloads or exception text"};
     }
+    // The same detectors as SafePayload's free text: the reason is stored and shown to
+    // operators, so it must not carry personal data. The answer names the rule only.
+    if (const char* rule = sdk::string_field_rule(reason)) {
+        return RetryRejected{RetryRejected::Kind::Unprocessable, "INVALID_REASON",
+                             std::string("reason: ") + rule + "; do not include personal data or tokens"};
+    }
     return std::nullopt;
 }
 
@@ -139,7 +152,9 @@ RetryResult RetryService::attempt(const RetryRequest& request) {
     const std::string key_hash = hashes[0].as<std::string>();
     const std::string request_hash = hashes[1].as<std::string>();
 
-    const pqxx::result event = tx.exec_params(kLockEventSql, request.event_id);
+    const pqxx::result event = request.company_id
+                                   ? tx.exec_params(kLockOwnEventSql, request.event_id, *request.company_id)
+                                   : tx.exec_params(kLockEventSql, request.event_id);
     std::optional<std::string> company = request.company_id;
     if (!company && !event.empty()) company = event[0][0].as<std::string>();
 

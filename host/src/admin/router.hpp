@@ -14,9 +14,10 @@ namespace outbox::admin {
 using PathParams = std::vector<std::string>;
 using RouteHandler = std::function<void(const HttpRequest&, HttpResponse&, const PathParams&)>;
 
-/// Where a route runs. Probes never touch the database pool's request workers, so a busy
-/// API cannot make a host look dead.
-enum class Lane { Api, Probe };
+/// Where a route runs: Api on the bounded request workers, Probe on a small executor of
+/// its own, Inline on the I/O thread (no blocking work). Probes never wait behind API
+/// requests, so a busy API cannot make a host look dead.
+enum class Lane { Api, Probe, Inline };
 
 /// Routes requests by comparing path segments with each route's pattern, literal segments
 /// exactly and "{name}" segments to any one non-empty segment. No regular expressions and

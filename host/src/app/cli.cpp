@@ -6,8 +6,10 @@
 
 #include "app/commands.hpp"
 #include "app/host.hpp"
+#include "app/plugin_template.hpp"
 #include "app/plugins_check.hpp"
 #include "config/config.hpp"
+#include "db/migrator.hpp"
 #include "log/log.hpp"
 
 namespace outbox::app {
@@ -15,7 +17,8 @@ namespace outbox::app {
 int run_cli(int argc, char** argv) {
     CLI::App app{"outboxd: transactional-outbox worker runtime for PostgreSQL"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION);
+    app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION + " (needs database schema version " +
+                                          std::to_string(db::Migrator().latest_version()) + ")");
     std::string config_path;
     app.add_option("-c,--config", config_path, "YAML configuration file (default: defaults and OUTBOX_* environment)")
         ->check(CLI::ExistingFile);
@@ -29,12 +32,21 @@ int run_cli(int argc, char** argv) {
                         "existing role `outboxd run` connects as; granted exactly what the runtime needs");
     migrate->add_option("--publisher-role", roles.publisher,
                         "existing role publishers connect as; granted EXECUTE on outbox_publish only");
+    bool offline = false;
+    migrate->add_flag("--offline", offline,
+                      "apply migrations that are not online even while hosts of an older release are live "
+                      "(refused otherwise, exit code 4)");
     auto* status = app.add_subcommand("status", "show backlog, unhandled event types and events needing review");
     auto* plugins = app.add_subcommand("plugins", "inspect plugin files");
     plugins->require_subcommand(1);
     auto* check = plugins->add_subcommand("check", "load every plugin in DIR and report OK or the reason it is refused");
     std::string check_dir;
     check->add_option("DIR", check_dir, "plugin directory")->required();
+    auto* new_plugin = app.add_subcommand("new-plugin", "write a plugin folder (CMake, handler, README, GoogleTest) to start from");
+    std::string new_plugin_name;
+    std::string new_plugin_dir;
+    new_plugin->add_option("NAME", new_plugin_name, "the handler name, e.g. acme-mailer")->required();
+    new_plugin->add_option("--dir", new_plugin_dir, "the folder to create (must not exist or be empty)")->required();
     auto* retry = app.add_subcommand(
         "retry", "re-drive one REVIEW_REQUIRED event, or a group of them (as the admin API's retries do)");
     RetryArgs retry_args;
@@ -67,6 +79,10 @@ int run_cli(int argc, char** argv) {
     std::string list_format = "text";
     list->add_option("--format", list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
+    auto* config_command = app.add_subcommand("config", "configuration tools");
+    config_command->require_subcommand(1);
+    auto* reference = config_command->add_subcommand(
+        "reference", "print the configuration reference (every key, its variable, type, default) in Markdown");
     // The config option is accepted after the subcommand as well.
     for (auto* sub : {run, migrate, status, check, retry, pause, resume, apply, list}) {
         sub->add_option("-c,--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
@@ -77,6 +93,15 @@ int run_cli(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
+    // Documentation of the settings table: no configuration is read, so it is the same
+    // whatever the environment holds.
+    if (*reference) {
+        std::cout << config::config_reference_markdown();
+        return 0;
+    }
+
+    // Needs neither configuration nor database.
+    if (*new_plugin) return new_plugin_command(new_plugin_name, new_plugin_dir, std::cout, std::cerr);
 
     config::Config config;
     try {
@@ -93,7 +118,7 @@ int run_cli(int argc, char** argv) {
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first);
-    if (*migrate) return migrate_command(config, roles);
+    if (*migrate) return migrate_command(config, roles, offline);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
     if (*pause) return handlers_command(config, true, handler_name);
@@ -103,7 +128,7 @@ int run_cli(int argc, char** argv) {
     if (*check) {
         plugin::HandlerConfigs configs;
         for (const auto& [name, settings] : config.handlers) configs[name] = settings.config_json;
-        return plugins_check(check_dir, configs, std::cout);
+        return plugins_check(check_dir, configs, std::cout, !config_path.empty());
     }
     return 2;
 }

@@ -12,10 +12,12 @@ namespace outbox::app {
 /// drain and exit 0. With `migrate_first`, applies pending migrations before starting.
 int run_command(const config::Config& config, bool migrate_first);
 
-/// `outboxd migrate`: applies pending migrations and reports them, then grants the runtime
-/// and publisher roles (given now or stored by an earlier migrate) their privileges. Exit 2
-/// when a named role does not exist (nothing is applied then), 1 on other failures.
-int migrate_command(const config::Config& config, const db::RoleNames& roles);
+/// `outboxd migrate [--offline]`: applies pending migrations and reports them, then grants
+/// the runtime and publisher roles (given now or stored by an earlier migrate) their
+/// privileges. Exit 0 when applied or up to date, 2 when a named role does not exist
+/// (nothing is applied then), 4 when a pending migration would break live hosts of an older
+/// release (not online) and `offline` is not set, 1 on other failures.
+int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline);
 
 /// `outboxd status`: counts by status and type, the oldest undelivered event's age, event
 /// types no handler in the fleet has claimed, and REVIEW_REQUIRED counts by code.

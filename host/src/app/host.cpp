@@ -5,8 +5,10 @@
 #include <pqxx/pqxx>
 
 #include "admin/admin_server.hpp"
+#include "admin/db_probe.hpp"
 #include "app/host_identity.hpp"
 #include "app/plugin_routing.hpp"
+#include "app/systemd_notifier.hpp"
 #include "db/db_error.hpp"
 #include "db/db_session.hpp"
 #include "db/migrator.hpp"
@@ -37,19 +39,30 @@ void warn_about_unused_sections(const config::Config& config, const dispatch::Ha
     }
 }
 
-void check_schema(pqxx::connection& conn, bool migrate_first) {
+// Returns the database's schema version, which this host has found compatible.
+int check_schema(pqxx::connection& conn, bool migrate_first) {
     const db::Migrator migrator;
+    const std::string self = "this outboxd " OUTBOXD_VERSION;
     try {
         if (migrate_first) {
             for (const auto& applied : migrator.migrate(conn)) log::info("applied migration " + applied.file_name);
-            return;
         }
         const db::SchemaStatus status = migrator.status(conn);
         if (!status.pending.empty()) {
-            throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) +
-                                    " but this outboxd needs version " + std::to_string(status.latest_version) +
-                                    ": run `outboxd migrate` (or `outboxd run --migrate`) first");
+            throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) + " but " +
+                                    self + " needs version " + std::to_string(status.latest_version) +
+                                    ": run `outboxd migrate` with this release (or `outboxd run --migrate`) first");
         }
+        // A contracting migration declares the oldest host schema that still works with it.
+        if (status.hosts_from > status.latest_version) {
+            throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) +
+                                    " and needs hosts of schema " + std::to_string(status.hosts_from) +
+                                    " or newer, but " + self + " is a host of schema " +
+                                    std::to_string(status.latest_version) +
+                                    ": upgrade this host to a release that supports schema " +
+                                    std::to_string(status.applied_version));
+        }
+        return status.applied_version;
     } catch (const db::MigrationError& e) {
         throw StartError(1, e.what());
     } catch (const StartError&) {
@@ -59,6 +72,21 @@ void check_schema(pqxx::connection& conn, bool migrate_first) {
                                 db::classify_db_error(std::current_exception()).describe() +
                                 "; check database.url / OUTBOX_DATABASE_URL");
     }
+}
+
+// How often the STATUS= line is refreshed.
+constexpr auto kStatusInterval = std::chrono::seconds{10};
+
+/// The STATUS= line: handlers by name, then the backlog by status and its oldest age.
+std::string status_line(const dispatch::HandlerSet& handlers, const std::optional<metrics::DbGauges>& gauges) {
+    std::string line = std::to_string(handlers.entries().size()) + " handler(s)";
+    for (std::size_t i = 0; i < handlers.entries().size(); ++i) {
+        line += (i == 0 ? ": " : ", ") + handlers.entries()[i].name;
+    }
+    if (!gauges) return line + "; backlog unknown (database unreachable)";
+    line += "; backlog";
+    for (const auto& [status, count] : gauges->backlog) line += " " + status + "=" + std::to_string(count);
+    return line + ", oldest " + std::to_string(static_cast<long long>(gauges->oldest_delay_seconds)) + "s";
 }
 
 }  // namespace
@@ -130,7 +158,7 @@ bool Host::start(std::stop_token stop) {
     {
         auto conn = connect_at_start_up(config_, stop);
         if (!conn) return false;
-        check_schema(*conn, options_.migrate_first);
+        schema_accepted_ = check_schema(*conn, options_.migrate_first);
     }
     if (stop.stop_requested()) return false;
 
@@ -143,7 +171,7 @@ bool Host::start(std::stop_token stop) {
     if (stop.stop_requested()) return false;
 
     runtime_ = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config_, host_id_), handlers, metrics_,
-                                                   options_.on_fatal);
+                                                   options_.on_fatal, options_.notifier);
 
     // The listener starts before any claim, so a host that cannot bind exits having done
     // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
@@ -164,11 +192,19 @@ bool Host::start(std::stop_token stop) {
         fleet::FleetRegistry::Options{config_.database.url, host_id_, OUTBOXD_VERSION, config_.outbox.enabled,
                                       std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
                                                                           config_.outbox.lease_duration / 3),
-                                      std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); }},
+                                      std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); },
+                                      db::Migrator().latest_version(), schema_accepted_},
         runtime_->outage(), runtime_->current_handlers());
     registry_thread_ = std::jthread([this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.
     watcher_ = std::make_unique<plugin::PluginWatcher>(config_.plugins.dir, std::chrono::seconds{5}, [this, settings] {
+        // A rescan asked for by SIGHUP ends with READY=1, however it ends.
+        struct Reloaded {
+            SystemdNotifier* notifier;
+            ~Reloaded() {
+                if (notifier) notifier->ready();
+            }
+        } reloaded{reload_pending_.exchange(false) ? options_.notifier : nullptr};
         const plugin::DirectoryChange change = plugins_->rescan();
         report_change(change, metrics_);
         if (!change.routing_changed()) return;
@@ -181,20 +217,63 @@ bool Host::start(std::stop_token stop) {
         lease::Retention(config_.outbox.retention)
             .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);
     });
-    log::info("outboxd " OUTBOXD_VERSION " started as " + host_id_ + " with " +
+    log::info("outboxd " OUTBOXD_VERSION " (schema " + std::to_string(db::Migrator().latest_version()) +
+              ", database at " + std::to_string(schema_accepted_) + ") started as " + host_id_ + " with " +
               std::to_string(handlers->entries().size()) + " handler(s), concurrency " +
               std::to_string(config_.outbox.concurrency));
+    // READY=1 goes out with the first STATUS= line, from the status thread (only when a
+    // supervisor listens: it queries the database every 10 s).
+    if (options_.notifier && options_.notifier->enabled()) status_thread_ = std::jthread([this](std::stop_token token) { report_status(token); });
     return true;
 }
 
+void Host::report_status(std::stop_token stop) {
+    SystemdNotifier& notifier = *options_.notifier;
+    // A host that claims nothing has no scheduler loop to beat the watchdog: this thread
+    // does, as often as the watchdog asks.
+    auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(kStatusInterval);
+    const auto watchdog = notifier.max_idle_wait();
+    if (!config_.outbox.enabled && watchdog) interval = std::min(interval, *watchdog);
+    db::DbSession session(config_.database.url, "status", runtime_->outage());
+    auto next_status = std::chrono::steady_clock::now();
+    bool first = true;
+    do {
+        if (!config_.outbox.enabled && !first) notifier.beat();
+        if (std::chrono::steady_clock::now() < next_status) continue;
+        next_status = std::chrono::steady_clock::now() + kStatusInterval;
+        const auto handlers = runtime_->handlers();
+        std::optional<metrics::DbGauges> gauges;
+        const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::seconds{5});
+        if (!session.run([&](pqxx::connection& conn) { gauges = admin::read_db_gauges(conn, *handlers, bound); }, stop,
+                         bound + std::chrono::seconds{1})) {
+            gauges.reset();
+        }
+        if (std::exchange(first, false)) {
+            notifier.ready(status_line(*handlers, gauges));
+        } else {
+            notifier.status(status_line(*handlers, gauges));
+        }
+    } while (db::sleep_for(interval, stop));
+}
+
 void Host::rescan() {
-    if (auto* watcher = watcher_ready_.load()) watcher->trigger();
+    auto* watcher = watcher_ready_.load();
+    if (!watcher) return;
+    if (options_.notifier) {
+        reload_pending_ = true;
+        options_.notifier->reloading();
+    }
+    watcher->trigger();
 }
 
 int Host::stop() {
     if (stopped_) return exit_code_;
     stopped_ = true;
     watcher_ready_ = nullptr;
+    if (status_thread_.joinable()) {
+        status_thread_.request_stop();
+        status_thread_.join();
+    }
     // Stopped at once, joined later: its last write (the host's row marked stopped) runs
     // while the runtime drains instead of after it.
     registry_thread_.request_stop();

@@ -26,6 +26,7 @@ class PluginWatcher;
 namespace outbox::app {
 
 class PrivateDir;
+class SystemdNotifier;
 
 /// A start-up failure: the exit code (1, or 2 for a configuration error) and one line.
 class StartError : public std::runtime_error {
@@ -52,7 +53,8 @@ std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& conf
 /// the database (waiting up to database.startup_timeout) and the schema version (or
 /// migrating first); the plugin directory's first scan; the worker runtime; the admin
 /// listener (a bind failure ends start-up before anything is claimed); then claiming,
-/// the fleet registry, the plugin watcher and retention. stop() runs the reverse order.
+/// the fleet registry, the plugin watcher and retention; then READY=1 and the STATUS= line
+/// (handlers and backlog, refreshed periodically) to the notifier. stop() runs the reverse order.
 class Host {
 public:
     struct Options {
@@ -60,6 +62,9 @@ public:
         /// Called (from an internal thread) when the host must stop on its own: more
         /// handler threads are stuck than outbox.max_abandoned_threads allows.
         std::function<void()> on_fatal;
+        /// Told READY/STATUS/RELOADING and fed by the scheduler's loop (optional; must
+        /// outlive the host).
+        SystemdNotifier* notifier = nullptr;
     };
 
     Host(config::Config config, Options options);
@@ -70,7 +75,8 @@ public:
     /// Returns false when `stop` was requested during start-up (nothing is left running).
     /// Throws StartError.
     bool start(std::stop_token stop);
-    /// Rescans the plugin directory now (SIGHUP). Safe from any thread, also during start().
+    /// Rescans the plugin directory now (SIGHUP): RELOADING=1, then READY=1 once that rescan
+    /// is done. Safe from any thread, also during start() (then the first scan covers it).
     void rescan();
     /// Stops everything; returns the process exit code: 0, or 3 when handler threads never
     /// returned (or too many were abandoned). After 3 the caller must end the process
@@ -83,9 +89,13 @@ public:
     [[nodiscard]] dispatch::Runtime* runtime() noexcept { return runtime_.get(); }
 
 private:
+    /// Sends the STATUS= line every 10 s (and beats the watchdog when nothing claims).
+    void report_status(std::stop_token stop);
+
     config::Config config_;
     Options options_;
     std::string host_id_;
+    int schema_accepted_ = 0;  // the database's schema version, checked at start
     metrics::Metrics metrics_;
     std::unique_ptr<PrivateDir> private_dir_;
     std::unique_ptr<plugin::PluginDirectory> plugins_;
@@ -97,6 +107,8 @@ private:
     std::jthread registry_thread_;
     std::jthread watcher_thread_;
     std::jthread retention_thread_;
+    std::jthread status_thread_;
+    std::atomic<bool> reload_pending_{false};
     bool stopped_ = false;
     bool threads_stuck_ = false;
     int exit_code_ = 0;

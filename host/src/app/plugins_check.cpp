@@ -73,7 +73,8 @@ void print_table(const std::vector<Row>& rows, std::ostream& out) {
 
 }  // namespace
 
-int plugins_check(const std::filesystem::path& dir, const plugin::HandlerConfigs& configs, std::ostream& out) {
+int plugins_check(const std::filesystem::path& dir, const plugin::HandlerConfigs& configs, std::ostream& out,
+                  bool config_file_given) {
     const ScratchDir scratch;
     if (scratch.path().empty()) {
         out << "error: cannot create a temporary directory for private plugin copies\n";
@@ -81,7 +82,8 @@ int plugins_check(const std::filesystem::path& dir, const plugin::HandlerConfigs
     }
     // The same directory model `run` serves from, so the check applies the same trust,
     // file-type and duplicate rules, not only the loader's.
-    plugin::PluginDirectory directory(dir, scratch.path(), configs);
+    plugin::PluginDirectory directory(dir, scratch.path(), configs,
+                                      plugin::LoaderOptions{.config_optional = !config_file_given});
     const plugin::DirectoryChange result = directory.rescan();
 
     // A rejection of the directory itself has no file row to go in.
@@ -96,6 +98,12 @@ int plugins_check(const std::filesystem::path& dir, const plugin::HandlerConfigs
 
     std::vector<std::pair<fs::path, Row>> rows;
     for (const auto& plugin : result.added) {
+        if (!plugin.handler) {
+            rows.emplace_back(plugin.file,
+                              Row{plugin.file.filename().string(), plugin.handler_name.empty() ? "-" : plugin.handler_name,
+                                  "-", plugin.abi, "OK (needs its config section to construct; check with --config)"});
+            continue;
+        }
         rows.emplace_back(plugin.file, Row{plugin.file.filename().string(), plugin.handler_name,
                                            join(plugin.event_types), plugin.abi, "OK"});
     }

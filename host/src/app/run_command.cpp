@@ -7,6 +7,7 @@
 
 #include "app/commands.hpp"
 #include "app/host.hpp"
+#include "app/systemd_notifier.hpp"
 #include "db/db_error.hpp"
 #include "db/migrator.hpp"
 #include "registry/event_types.hpp"
@@ -33,7 +34,8 @@ int run_command(const config::Config& config, bool migrate_first) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     std::stop_source stopping;
-    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }});
+    SystemdNotifier notifier;  // no-op unless systemd (NOTIFY_SOCKET) started this process
+    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }, &notifier});
     std::jthread signal_thread([&] {
         int received = 0;
         while (sigwait(&signals, &received) == 0) {
@@ -85,6 +87,7 @@ int run_command(const config::Config& config, bool migrate_first) {
         std::unique_lock lock(mutex);
         cv.wait(lock, stopping.get_token(), [] { return false; });
     }
+    notifier.stopping();
     // A stop that overruns its bound (outbox.shutdown_timeout for handlers, then the cancel
     // grace and storing outcomes) is itself a hang: end the process with code 3.
     std::jthread stop_watchdog([bound = config.outbox.shutdown_timeout + stop_margin(config),
@@ -109,11 +112,11 @@ int run_command(const config::Config& config, bool migrate_first) {
     return 0;
 }
 
-int migrate_command(const config::Config& config, const db::RoleNames& roles) {
+int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline) {
     try {
         std::stop_source never;
         auto conn = connect_at_start_up(config, never.get_token());
-        const auto applied = db::Migrator().migrate(*conn, roles);
+        const auto applied = db::Migrator().migrate(*conn, roles, db::MigrateOptions{offline});
         if (applied.empty()) std::cout << "schema is up to date\n";
         for (const auto& m : applied) {
             std::cout << "applied " << m.file_name << " in " << m.duration_ms << " ms\n";
@@ -126,6 +129,9 @@ int migrate_command(const config::Config& config, const db::RoleNames& roles) {
             std::cout << "outbox.require_registered_types is now " << (require ? "true" : "false") << "\n";
         }
         return 0;
+    } catch (const db::MigrationRefused& e) {
+        std::cerr << "outboxd migrate: " << e.what() << "\n";
+        return 4;
     } catch (const db::RoleError& e) {
         std::cerr << "outboxd migrate: " << e.what() << "\n";
         return 2;

@@ -38,8 +38,9 @@ WHERE status = 'REVIEW_REQUIRED' GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
 
 void print_fleet(const fleet::FleetView& view) {
     std::cout << "\nFLEET\n";
+    std::cout << "releases: " << fleet::release_summary(view) << "\n";
     std::cout << std::setw(28) << "HOST" << std::setw(9) << "STATE" << std::setw(22) << "LAST HEARTBEAT"
-              << "HANDLERS (FILE, ABI)\n";
+              << std::setw(22) << "RELEASE (SCHEMA)" << "HANDLERS (FILE, ABI)\n";
     if (view.hosts.empty()) std::cout << "no host has registered yet\n";
     for (const auto& host : view.hosts) {
         std::string handlers;
@@ -52,6 +53,8 @@ void print_fleet(const fleet::FleetView& view) {
         }
         std::cout << std::setw(28) << host.host_id << std::setw(9)
                   << (host.live ? "live" : host.stopped ? "stopped" : "gone") << std::setw(22) << host.last_heartbeat_at
+                  << std::setw(22)
+                  << host.version + " (" + (host.schema_needed > 0 ? std::to_string(host.schema_needed) : "?") + ")"
                   << (handlers.empty() ? "-" : handlers) << "\n";
     }
     std::cout << "\nHANDLER MISMATCHES BETWEEN LIVE HOSTS\n";

@@ -115,6 +115,25 @@ bool to_bool(const Value& v) {
     fail(v, v.from_env ? "expected true or false (or 1/0, yes/no)" : "expected true or false");
 }
 
+std::vector<std::string> to_roles(const Value& v) {
+    std::vector<std::string> roles;
+    std::string_view text = v.raw.text;
+    while (true) {
+        const auto comma = text.find(',');
+        std::string_view role = text.substr(0, comma);
+        while (!role.empty() && role.front() == ' ') role.remove_prefix(1);
+        while (!role.empty() && role.back() == ' ') role.remove_suffix(1);
+        const bool valid = !role.empty() && role.size() <= 64 && std::all_of(role.begin(), role.end(), [](char c) {
+            return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        });
+        if (!valid) fail(v, "expected a list of role names (letters, digits, _ and -), e.g. [PLATFORM_ADMIN]");
+        roles.emplace_back(role);
+        if (comma == std::string_view::npos) break;
+        text.remove_prefix(comma + 1);
+    }
+    return roles;
+}
+
 std::string to_choice(const Value& v, std::initializer_list<std::string_view> choices) {
     std::string allowed;
     for (const auto choice : choices) {
@@ -122,29 +141,6 @@ std::string to_choice(const Value& v, std::initializer_list<std::string_view> ch
         allowed += (allowed.empty() ? "" : ", ") + std::string(choice);
     }
     fail(v, "expected one of " + allowed);
-}
-
-// A list of role names: a YAML sequence ([PLATFORM_ADMIN, SRE]) arrives joined by commas,
-// as the environment variable is written. Upper-case names; at least one.
-std::vector<std::string> to_role_list(const Value& v) {
-    std::vector<std::string> roles;
-    std::string_view rest = v.raw.text;
-    const auto valid = [](std::string_view role) {
-        if (role.empty() || role.size() > 64 || !(role.front() >= 'A' && role.front() <= 'Z')) return false;
-        return std::all_of(role.begin(), role.end(),
-                           [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; });
-    };
-    while (true) {
-        const auto comma = rest.find(',');
-        std::string_view role = rest.substr(0, comma);
-        while (!role.empty() && role.front() == ' ') role.remove_prefix(1);
-        while (!role.empty() && role.back() == ' ') role.remove_suffix(1);
-        if (!valid(role)) fail(v, "expected a list of role names such as [PLATFORM_ADMIN] (A-Z, 0-9, _; at least one)");
-        roles.emplace_back(role);
-        if (comma == std::string_view::npos) break;
-        rest.remove_prefix(comma + 1);
-    }
-    return roles;
 }
 
 // The one parser of admin.listen: "off", "host:port" or "[v6]:port".
@@ -172,85 +168,197 @@ double to_rate(const Value& v) {
 
 // --- the table of scalar settings ---------------------------------------------------------
 
+// Every scalar key is declared here once: its variable, its parser (with its range) and
+// what the reference documents. `outboxd config reference` prints this table, so adding a
+// row is all a new key needs. What a key accepts is not written twice: the reference shows
+// the parser's own "expected ..." text (see allowed_text()), unless `type` says it.
 struct Setting {
     std::string_view key;  // "outbox.poll_interval"
     std::string_view env;  // its OUTBOX_* override
     void (*apply)(Config&, const Value&);
+    std::string_view default_value = {};  // as written in the file; "(...)": derived at run time
+    std::string_view description = {};   // Markdown, one line
+    std::string_view type = {};           // only for values the parser takes as free text
 };
 
 const std::array kSettings{
-    Setting{"database.url", "OUTBOX_DATABASE_URL", [](Config& c, const Value& v) { c.database.url = v.raw.text; }},
+    Setting{"database.url", "OUTBOX_DATABASE_URL", [](Config& c, const Value& v) { c.database.url = v.raw.text; },
+            "(libpq defaults: `PGHOST`, ...)", "the database to use", "a libpq connection string or URL"},
     Setting{"database.pool_size", "OUTBOX_DB_POOL_SIZE",
-            [](Config& c, const Value& v) { c.database.pool_size = to_int(v, 1, 256); }},
+            [](Config& c, const Value& v) { c.database.pool_size = to_int(v, 1, 256); }, "4",
+            "connections for handlers' `ctx.db()` work, independent of `outbox.concurrency`"},
     Setting{"database.connect_timeout", "OUTBOX_DATABASE_CONNECT_TIMEOUT",
-            [](Config& c, const Value& v) { c.database.connect_timeout = to_duration(v, 1s, 10min); }},
+            [](Config& c, const Value& v) { c.database.connect_timeout = to_duration(v, 1s, 10min); }, "5s",
+            "one connection attempt (libpq `connect_timeout`)"},
     Setting{"database.keepalives_idle", "OUTBOX_DATABASE_KEEPALIVES_IDLE",
-            [](Config& c, const Value& v) { c.database.keepalives_idle = to_duration(v, 1s, 1h); }},
+            [](Config& c, const Value& v) { c.database.keepalives_idle = to_duration(v, 1s, 1h); }, "10s",
+            "TCP keepalives start after this idle time (then every 5 s, 3 probes)"},
     Setting{"database.tcp_user_timeout", "OUTBOX_DATABASE_TCP_USER_TIMEOUT",
-            [](Config& c, const Value& v) { c.database.tcp_user_timeout = to_duration(v, 1s, 1h); }},
+            [](Config& c, const Value& v) { c.database.tcp_user_timeout = to_duration(v, 1s, 1h); }, "20s",
+            "data unacknowledged this long drops the connection"},
     Setting{"database.call_timeout", "OUTBOX_DATABASE_CALL_TIMEOUT",
-            [](Config& c, const Value& v) { c.database.call_timeout = to_duration(v, 1s, 1h); }},
+            [](Config& c, const Value& v) { c.database.call_timeout = to_duration(v, 1s, 1h); }, "10s",
+            "the host shuts a connection down when one database call takes longer (bookkeeping sessions also "
+            "set `statement_timeout` to ¾ of it)"},
     Setting{"database.startup_timeout", "OUTBOX_DATABASE_STARTUP_TIMEOUT",
-            [](Config& c, const Value& v) { c.database.startup_timeout = to_duration(v, 0ms, 24h); }},
-    Setting{"outbox.enabled", "OUTBOX_ENABLED", [](Config& c, const Value& v) { c.outbox.enabled = to_bool(v); }},
+            [](Config& c, const Value& v) { c.database.startup_timeout = to_duration(v, 0ms, 24h); }, "60s",
+            "how long `run` and `migrate` wait for an unreachable database (`0`: fail at once)"},
+    Setting{"outbox.enabled", "OUTBOX_ENABLED", [](Config& c, const Value& v) { c.outbox.enabled = to_bool(v); },
+            "true", "false: this host claims nothing; publishing is unaffected"},
     Setting{"outbox.poll_interval", "OUTBOX_POLL_INTERVAL",
-            [](Config& c, const Value& v) { c.outbox.poll_interval = to_duration(v, 10ms, 1h); }},
+            [](Config& c, const Value& v) { c.outbox.poll_interval = to_duration(v, 10ms, 1h); }, "1s",
+            "how often a host looks for due events without a `NOTIFY`"},
     Setting{"outbox.batch_size", "OUTBOX_BATCH_SIZE",
-            [](Config& c, const Value& v) { c.outbox.batch_size = to_int(v, 1, 1000); }},
+            [](Config& c, const Value& v) { c.outbox.batch_size = to_int(v, 1, 1000); }, "20",
+            "the most events one claim takes"},
     Setting{"outbox.lease_duration", "OUTBOX_LEASE_DURATION",
-            [](Config& c, const Value& v) { c.outbox.lease_duration = to_duration(v, 1s, 24h); }},
+            [](Config& c, const Value& v) { c.outbox.lease_duration = to_duration(v, 1s, 24h); }, "5m",
+            "how long a claim holds an event before another host may recover it; the heartbeat extends it "
+            "every third of it"},
     Setting{"outbox.max_attempts", "OUTBOX_MAX_ATTEMPTS",
-            [](Config& c, const Value& v) { c.outbox.max_attempts = to_int(v, 1, 1000); }},
+            [](Config& c, const Value& v) { c.outbox.max_attempts = to_int(v, 1, 1000); }, "8",
+            "attempts before an event that keeps failing goes to `REVIEW_REQUIRED`"},
     Setting{"outbox.initial_backoff", "OUTBOX_INITIAL_BACKOFF",
-            [](Config& c, const Value& v) { c.outbox.initial_backoff = to_duration(v, 0ms, 24h); }},
+            [](Config& c, const Value& v) { c.outbox.initial_backoff = to_duration(v, 0ms, 24h); }, "1s",
+            "the delay after the first failed attempt; it doubles per attempt, with jitter"},
     // The lower bound (initial_backoff) is checked once both are known.
     Setting{"outbox.max_backoff", "OUTBOX_MAX_BACKOFF",
-            [](Config& c, const Value& v) { c.outbox.max_backoff = to_duration(v, 0ms, 24h * 7); }},
+            [](Config& c, const Value& v) { c.outbox.max_backoff = to_duration(v, 0ms, 24h * 7); }, "5m",
+            "the longest delay between attempts; at least `outbox.initial_backoff`"},
     Setting{"outbox.concurrency", "OUTBOX_CONCURRENCY",
-            [](Config& c, const Value& v) { c.outbox.concurrency = to_int(v, 1, 1024); }},
+            [](Config& c, const Value& v) { c.outbox.concurrency = to_int(v, 1, 1024); }, "8",
+            "handler calls in flight per host"},
     Setting{"outbox.shutdown_timeout", "OUTBOX_SHUTDOWN_TIMEOUT",
-            [](Config& c, const Value& v) { c.outbox.shutdown_timeout = to_duration(v, 0ms, 1h); }},
+            [](Config& c, const Value& v) { c.outbox.shutdown_timeout = to_duration(v, 0ms, 1h); }, "30s",
+            "how long a stop waits for running handlers before cancelling them"},
     Setting{"outbox.handler_timeout", "OUTBOX_HANDLER_TIMEOUT",
-            [](Config& c, const Value& v) { c.outbox.handler_timeout = to_duration(v, 1ms, 24h); }},
+            [](Config& c, const Value& v) { c.outbox.handler_timeout = to_duration(v, 1ms, 24h); }, "60s",
+            "the deadline of a handler call without its own `handlers.<name>.timeout`; may exceed "
+            "`lease_duration` (the heartbeat extends the lease meanwhile)"},
     Setting{"outbox.abandon_grace", "OUTBOX_ABANDON_GRACE",
-            [](Config& c, const Value& v) { c.outbox.abandon_grace = to_duration(v, 0ms, 1h); }},
+            [](Config& c, const Value& v) { c.outbox.abandon_grace = to_duration(v, 0ms, 1h); }, "10s",
+            "a call still running this long after its deadline is abandoned (`HANDLER_TIMEOUT`)"},
     Setting{"outbox.max_abandoned_threads", "OUTBOX_MAX_ABANDONED_THREADS",
-            [](Config& c, const Value& v) { c.outbox.max_abandoned_threads = to_int(v, 0, 1024); }},
+            [](Config& c, const Value& v) { c.outbox.max_abandoned_threads = to_int(v, 0, 1024); },
+            "(= `outbox.concurrency`)",
+            "stuck handler threads replaced before the host stops claiming and exits with code 3"},
     Setting{"outbox.retention", "OUTBOX_RETENTION",
-            [](Config& c, const Value& v) { c.outbox.retention = to_duration(v, 1min, 24h * 3650); }},
+            [](Config& c, const Value& v) { c.outbox.retention = to_duration(v, 1min, 24h * 3650); }, "7d",
+            "`COMPLETED` events older than this are deleted"},
     Setting{"outbox.require_registered_types", "OUTBOX_REQUIRE_REGISTERED_TYPES",
-            [](Config& c, const Value& v) { c.outbox.require_registered_types = to_bool(v); }},
-    Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; }},
-    Setting{"plugins.dir", "OUTBOX_PLUGIN_DIR", [](Config& c, const Value& v) { c.plugins.dir = v.raw.text; }},
+            [](Config& c, const Value& v) { c.outbox.require_registered_types = to_bool(v); }, "false",
+            "`outbox_publish()` refuses event types not in the registry; stored in the database by `outboxd migrate` "
+            "and `outboxd event-types apply`"},
+    Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; },
+            "(`<hostname>:<pid>`)", "this host's name, shown as `lease_owner`", "text"},
+    Setting{"plugins.dir", "OUTBOX_PLUGIN_DIR", [](Config& c, const Value& v) { c.plugins.dir = v.raw.text; },
+            "/usr/lib/outboxd/plugins", "the watched plugin directory", "a directory"},
     Setting{"admin.listen", "OUTBOX_ADMIN_LISTEN",
             [](Config& c, const Value& v) {
                 c.admin.listen_address = to_listen(v);
                 c.admin.listen = v.raw.text;
-            }},
+            },
+            "127.0.0.1:8080", "where the admin API, `/metrics`, `/healthz` and `/readyz` are served"},
     Setting{"admin.jwt_public_key_file", "OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE",
-            [](Config& c, const Value& v) { c.admin.jwt_public_key_file = v.raw.text; }},
+            [](Config& c, const Value& v) { c.admin.jwt_public_key_file = v.raw.text; }, "(none)",
+            "RS256: a PEM public key for admin tokens; an unreadable file is a configuration error", "a file"},
     Setting{"admin.jwt_issuer", "OUTBOX_ADMIN_JWT_ISSUER",
-            [](Config& c, const Value& v) { c.admin.jwt_issuer = v.raw.text; }},
+            [](Config& c, const Value& v) { c.admin.jwt_issuer = v.raw.text; }, "(none)",
+            "when set, a token's `iss` must equal it", "text"},
     Setting{"admin.jwt_audience", "OUTBOX_ADMIN_JWT_AUDIENCE",
-            [](Config& c, const Value& v) { c.admin.jwt_audience = v.raw.text; }},
+            [](Config& c, const Value& v) { c.admin.jwt_audience = v.raw.text; }, "(none)",
+            "when set, a token's `aud` must contain it; required with `admin.jwt_public_key_file`", "text"},
     Setting{"admin.jwt_max_lifetime", "OUTBOX_ADMIN_JWT_MAX_LIFETIME",
-            [](Config& c, const Value& v) { c.admin.jwt_max_lifetime = to_duration(v, 1s, 24h); }},
+            [](Config& c, const Value& v) { c.admin.jwt_max_lifetime = to_duration(v, 1s, 24h); }, "1h",
+            "admin tokens whose `exp - iat` is longer are refused"},
+    Setting{"admin.request_timeout", "OUTBOX_ADMIN_REQUEST_TIMEOUT",
+            [](Config& c, const Value& v) { c.admin.request_timeout = to_duration(v, 100ms, 10min); }, "10s",
+            "a whole admin request (line, headers, body) must arrive within this, or it is answered 408"},
+    Setting{"admin.max_connections_per_client", "OUTBOX_ADMIN_MAX_CONNECTIONS_PER_CLIENT",
+            [](Config& c, const Value& v) { c.admin.max_connections_per_client = to_int(v, 1, 65536); }, "32",
+            "open admin connections from one client address; more are answered 503"},
+    Setting{"admin.max_connections", "OUTBOX_ADMIN_MAX_CONNECTIONS",
+            [](Config& c, const Value& v) { c.admin.max_connections = to_int(v, 1, 65536); }, "512",
+            "open admin connections in total; more are answered 503"},
     Setting{"admin.platform_roles", "OUTBOX_ADMIN_PLATFORM_ROLES",
-            [](Config& c, const Value& v) { c.admin.platform_roles = to_role_list(v); }},
+            [](Config& c, const Value& v) { c.admin.platform_roles = to_roles(v); }, "PLATFORM_ADMIN",
+            "JWT roles allowed on platform endpoints (`/api/v1/admin/fleet`, handler pause/resume)",
+            "a list of role names (the variable: comma-separated)"},
+    Setting{"admin.metrics_cache", "OUTBOX_ADMIN_METRICS_CACHE",
+            [](Config& c, const Value& v) { c.admin.metrics_cache = to_duration(v, 0ms, 1h); }, "5s",
+            "`/metrics` database gauges are computed at most once per this"},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
-            }},
+            },
+            "info", "the least severe level written"},
     Setting{"log.format", "OUTBOX_LOG_FORMAT",
             [](Config& c, const Value& v) {
                 c.log.format = to_choice(v, {"text", "json"});
-            }},
+            },
+            "text", "`json`: one object per line"},
 };
 
 constexpr std::string_view kSecretEnv = "OUTBOX_ADMIN_JWT_SECRET";
 constexpr std::size_t kMinSecretBytes = 32;  // HS256 keys shorter than its 256-bit output are guessable offline
 constexpr std::array<std::string_view, 6> kSections{"database", "outbox", "plugins", "admin", "log", "handlers"};
-constexpr std::array<std::string_view, 4> kHandlerKeys{"max_concurrency", "rate_limit_per_second", "timeout", "config"};
+
+// The keys of a `handlers.<name>` section, declared like kSettings (file only, no variable).
+// `config` is a mapping handed to the plugin; the others are scalars parsed by `apply`.
+struct HandlerKey {
+    std::string_view name;
+    void (*apply)(HandlerSettings&, const Value&);
+    std::string_view default_value;
+    std::string_view description;
+    std::string_view type = {};
+};
+
+const std::array kHandlerKeys{
+    HandlerKey{"max_concurrency", [](HandlerSettings& h, const Value& v) { h.max_concurrency = to_int(v, 1, 10000); },
+               "(none)", "calls in flight **across the whole fleet**"},
+    HandlerKey{"rate_limit_per_second",
+               [](HandlerSettings& h, const Value& v) { h.rate_limit_per_second = to_rate(v); }, "(none)",
+               "call starts per second **across the whole fleet**"},
+    HandlerKey{"timeout", [](HandlerSettings& h, const Value& v) { h.timeout = to_duration(v, 1ms, 24h); },
+               "(= `outbox.handler_timeout`)", "the handler call's deadline (`ctx.deadline()`)"},
+    HandlerKey{"config", nullptr, "{}", "free-form, handed to the plugin as JSON; keys that look like secrets "
+               "are refused", "a mapping"},
+};
+
+// What a key accepts, for the reference: the parser's own words. A probe value beyond every
+// range (and not a number) makes each parser say what it expects; a parser that takes any
+// text says nothing, and `type` (or "text") describes it.
+template <class Target, class Apply>
+std::string allowed_text(std::string_view key, Apply apply, std::string_view type) {
+    if (!type.empty()) return std::string(type);
+    constexpr std::string_view kOrigin = "reference";
+    Target scratch;
+    try {
+        apply(scratch, Value{key, Raw{"100000d", std::string(kOrigin)}});
+        return "text";
+    } catch (const ConfigError& e) {
+        std::string text = e.what();
+        const std::string marker = "(from " + std::string(kOrigin) + "): ";
+        if (const auto at = text.find(marker); at != std::string::npos) text = text.substr(at + marker.size());
+        if (text.rfind("expected ", 0) == 0) text = text.substr(9);
+        for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{"an integer from ", "integer, "},
+                                       {"a duration from ", "duration, "},
+                                       {"a number ", "number, "},
+                                       {"true or false", "boolean"}}) {
+            if (text.rfind(from, 0) == 0) text = std::string(to) + text.substr(from.size());
+        }
+        return text;
+    }
+}
+
+std::string markdown_cell(std::string_view text) {
+    std::string cell;
+    for (const char c : text) {
+        if (c == '|') cell += '\\';
+        cell += c;
+    }
+    return cell;
+}
 
 // --- YAML walking -------------------------------------------------------------------------
 
@@ -298,7 +406,7 @@ public:
     }
 
     Raw scalar(const std::string& path, const YAML::Node& key, const YAML::Node& value) const {
-        // The one list-valued key: its items joined by commas, as its environment variable.
+        // The one list-valued key: its items are joined with commas, as its variable is written.
         if (path == "admin.platform_roles" && value.IsSequence()) {
             std::string joined;
             for (const auto& item : value) {
@@ -402,25 +510,24 @@ nlohmann::ordered_json to_json(const FileReader& file, const std::string& path, 
 
 HandlerSettings read_handler(const FileReader& file, const std::string& path, const YAML::Node& section) {
     HandlerSettings settings;
-    const std::vector<std::string_view> allowed(kHandlerKeys.begin(), kHandlerKeys.end());
+    std::vector<std::string_view> allowed;
+    for (const auto& handler_key : kHandlerKeys) allowed.push_back(handler_key.name);
     file.each_entry(
         path, section,
         [&](const std::string& full, const std::string& name, const YAML::Node& key, const YAML::Node& value) {
-            if (name == "config") {
-                if (value.IsNull()) return;
-                if (!value.IsMap())
-                    fail_at(full, file.origin(key, value), "expected a mapping, got " + FileReader::kind(value));
-                settings.config_json =
-                    to_json(file, full, value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-            } else if (name == "max_concurrency") {
-                settings.max_concurrency = to_int(Value{full, file.scalar(full, key, value)}, 1, 10000);
-            } else if (name == "rate_limit_per_second") {
-                settings.rate_limit_per_second = to_rate(Value{full, file.scalar(full, key, value)});
-            } else if (name == "timeout") {
-                settings.timeout = to_duration(Value{full, file.scalar(full, key, value)}, 1ms, 24h);
-            } else {
-                fail_unknown(full, name, file.origin(key), allowed);
+            const auto* handler_key = std::find_if(kHandlerKeys.begin(), kHandlerKeys.end(),
+                                                   [&](const HandlerKey& k) { return k.name == name; });
+            if (handler_key == kHandlerKeys.end()) fail_unknown(full, name, file.origin(key), allowed);
+            if (handler_key->apply != nullptr) {
+                handler_key->apply(settings, Value{full, file.scalar(full, key, value)});
+                return;
             }
+            if (value.IsNull()) return;
+            if (!value.IsMap()) {
+                fail_at(full, file.origin(key, value), "expected a mapping, got " + FileReader::kind(value));
+            }
+            settings.config_json =
+                to_json(file, full, value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         });
     return settings;
 }
@@ -595,6 +702,41 @@ Config load_config(const std::optional<std::string>& path, const EnvLookup& env)
     text << in.rdbuf();
     if (in.bad()) throw ConfigError("cannot read configuration file " + *path + ": read error");
     return parse_config(text.str(), *path, env);
+}
+
+std::vector<SettingReference> settings_reference() {
+    std::vector<SettingReference> rows;
+    for (const auto& setting : kSettings) {
+        rows.push_back({std::string(setting.key), std::string(setting.env),
+                        allowed_text<Config>(setting.key, setting.apply, setting.type),
+                        std::string(setting.default_value), std::string(setting.description)});
+    }
+    for (const auto& handler_key : kHandlerKeys) {
+        const std::string key = "handlers.<name>." + std::string(handler_key.name);
+        std::string type(handler_key.type);
+        if (handler_key.apply != nullptr) type = allowed_text<HandlerSettings>(key, handler_key.apply, handler_key.type);
+        rows.push_back({key, "", type, std::string(handler_key.default_value), std::string(handler_key.description)});
+    }
+    rows.push_back({"", std::string(kSecretEnv), "text, at least " + std::to_string(kMinSecretBytes) + " bytes",
+                    "(none)", "the HS256 secret of admin tokens; from the environment only, never from the file"});
+    return rows;
+}
+
+std::string config_reference_markdown() {
+    std::string out =
+        "| key | variable | accepts | default | meaning |\n"
+        "|---|---|---|---|---|\n";
+    auto code = [](const std::string& text) { return text.empty() ? std::string("—") : "`" + text + "`"; };
+    for (const auto& row : settings_reference()) {
+        // A default in parentheses is derived at run time and already formatted.
+        const std::string shown_default = row.default_value.empty()        ? std::string("—")
+                                          : row.default_value.front() == '(' ? row.default_value
+                                                                             : code(row.default_value);
+        out += "| " + code(row.key) + " | " + code(row.env) + " | " + markdown_cell(row.type) + " | " +
+               markdown_cell(shown_default) + " | " + markdown_cell(row.description.empty() ? "—" : row.description) +
+               " |\n";
+    }
+    return out;
 }
 
 }  // namespace outbox::config

@@ -26,6 +26,7 @@ public:
 struct ListenAddress {
     std::string host;  // an IP address or name; IPv6 without brackets
     int port = 0;      // 0: any free port (tests only; the file and environment need 1..65535)
+    bool operator==(const ListenAddress&) const = default;
 };
 
 struct HandlerSettings {
@@ -35,6 +36,7 @@ struct HandlerSettings {
     /// Config::handler() always returns it set.
     std::optional<milliseconds> timeout;
     std::string config_json = "{}";  // the `config:` section as JSON
+    bool operator==(const HandlerSettings&) const = default;
 };
 
 struct Config {
@@ -46,6 +48,7 @@ struct Config {
         milliseconds tcp_user_timeout{std::chrono::seconds{20}};
         milliseconds call_timeout{std::chrono::seconds{10}};  // host-kept bound of one database call
         milliseconds startup_timeout{std::chrono::seconds{60}};  // 0: fail at once
+        bool operator==(const Database&) const = default;
     } database;
     struct Outbox {
         bool enabled = true;
@@ -66,9 +69,11 @@ struct Config {
         /// this file: `outboxd migrate` and `outboxd event-types apply` store it in the
         /// database (outbox_setting), where outbox_publish() reads it.
         bool require_registered_types = false;
+        bool operator==(const Outbox&) const = default;
     } outbox;
     struct Plugins {
         std::string dir = "/usr/lib/outboxd/plugins";
+        bool operator==(const Plugins&) const = default;
     } plugins;
     struct Admin {
         std::string listen = "127.0.0.1:8080";  // as written, for messages; "off" disables the listener
@@ -78,17 +83,25 @@ struct Config {
         std::string jwt_issuer;
         std::string jwt_audience;               // required with jwt_public_key_file
         milliseconds jwt_max_lifetime{std::chrono::hours{1}};  // longest exp - iat accepted
-        /// Roles that act on the whole fleet (pause/resume handlers), whatever their company.
-        std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};
+        milliseconds request_timeout{std::chrono::seconds{10}};  // whole-request deadline (head and body)
+        int max_connections_per_client = 32;    // open connections from one client address
+        int max_connections = 512;              // open connections in total
+        milliseconds metrics_cache{std::chrono::seconds{5}};  // /metrics database gauges reused this long
+        std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // JWT roles that may use the platform endpoints
+        bool operator==(const Admin&) const = default;
     } admin;
     struct Log {
         std::string level = "info";
         std::string format = "text";  // or "json"
+        bool operator==(const Log&) const = default;
     } log;
     std::map<std::string, HandlerSettings> handlers;
 
     /// Settings for `handler_name`, defaults when the file has no section for it.
     [[nodiscard]] HandlerSettings handler(const std::string& handler_name) const;
+
+    // Member-wise, so a test can tell whether a documented default is the built-in one.
+    bool operator==(const Config&) const = default;
 };
 
 /// Looks up an environment variable; nullopt when unset.
@@ -108,5 +121,22 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
 
 /// Reads and parses `path`; no path: defaults and environment only.
 Config load_config(const std::optional<std::string>& path, const EnvLookup& env);
+
+/// One configuration key as the reference documents it, taken from the settings table in
+/// config.cpp (the one place keys are declared).
+struct SettingReference {
+    std::string key;            // "outbox.batch_size", "handlers.<name>.timeout"
+    std::string env;            // its OUTBOX_* variable; empty: the file only
+    std::string type;           // what the parser accepts, e.g. "integer, 1 to 1000"
+    std::string default_value;  // as written in the file; in parentheses when derived at run time
+    std::string description;
+};
+
+/// Every key, in table order, then the handler keys and the environment-only secret.
+std::vector<SettingReference> settings_reference();
+
+/// The configuration reference in Markdown (`outboxd config reference`; docs/operations.md
+/// embeds it between markers).
+std::string config_reference_markdown();
 
 }  // namespace outbox::config

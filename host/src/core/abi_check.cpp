@@ -10,7 +10,7 @@ std::string bounded(const char* text, std::size_t capacity) { return std::string
 outbox_plugin_manifest_t host_manifest() noexcept {
     return outbox_plugin_manifest_t{OUTBOX_MANIFEST_MAGIC, sizeof(outbox_plugin_manifest_t), OUTBOX_ABI_KIND,
                                     OUTBOX_ABI_MAJOR,      OUTBOX_ABI_MINOR,                 OUTBOX_SDK_VERSION,
-                                    OUTBOX_STDLIB_ABI};
+                                    OUTBOX_STDLIB_ABI,     ""};
 }
 
 std::string describe_abi(const outbox_plugin_manifest_t& m) {
@@ -38,7 +38,9 @@ AbiVerdict check_abi(const outbox_plugin_manifest_t& plugin, const outbox_plugin
         return {false, versions + ": major versions differ; rebuild the plugin against the SDK " +
                            std::to_string(host.abi_major) + ".x headers shipped with this outboxd"};
     }
-    if (plugin.struct_size < sizeof(outbox_plugin_manifest_t)) {
+    // struct_size is the manifest's version: an older minor wrote a shorter manifest, and
+    // the fields it lacks read as empty. Less than the 1.0 manifest is not a manifest.
+    if (plugin.struct_size < OUTBOX_MANIFEST_SIZE_1_0) {
         return {false, versions + ": the manifest is truncated (" + std::to_string(plugin.struct_size) +
                            " bytes); rebuild the plugin with the SDK headers"};
     }

@@ -31,6 +31,26 @@ constexpr const char* kHistoryExists = "SELECT to_regclass('outbox_schema_histor
 constexpr const char* kSelectHistory = "SELECT version, file_name, checksum FROM outbox_schema_history ORDER BY version";
 constexpr const char* kInsertHistory =
     "INSERT INTO outbox_schema_history (version, file_name, checksum, duration_ms) VALUES ($1, $2, $3, $4)";
+// Written when the history table has the column (V12 adds it): the oldest host schema that
+// stays compatible after the file, from its `compatible-with-hosts-from` header.
+constexpr const char* kHasHostsFrom = R"sql(
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+               WHERE attrelid = 'outbox_schema_history'::regclass AND attname = 'compatible_with_hosts_from'
+                 AND NOT attisdropped))sql";
+constexpr const char* kInsertHistoryWithHostsFrom =
+    "INSERT INTO outbox_schema_history (version, file_name, checksum, duration_ms, compatible_with_hosts_from) "
+    "VALUES ($1, $2, $3, $4, nullif($5, 0))";
+// to_jsonb reads the column when it exists and gives NULL before V12.
+constexpr const char* kRequiredHostSchema =
+    "SELECT coalesce(max((to_jsonb(h) ->> 'compatible_with_hosts_from')::integer), 0) FROM outbox_schema_history h";
+// Live hosts as the fleet view counts them (outboxd status); schema 0 for hosts that do not
+// record one (releases before V12).
+constexpr const char* kLiveHosts = R"sql(
+SELECT host_id, version, coalesce((to_jsonb(h) ->> 'schema_needed')::integer, 0)
+FROM outbox_host h
+WHERE stopped_at IS NULL AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond'
+ORDER BY host_id)sql";
+constexpr const char* kFleetExists = "SELECT to_regclass('outbox_host') IS NOT NULL";
 // Computed by the server so the binary needs no crypto library; the text is hashed as UTF-8.
 constexpr const char* kChecksum = "SELECT encode(sha256(convert_to($1::text, 'UTF8')), 'hex')";
 
@@ -41,12 +61,26 @@ struct Migration {
     int version = 0;
     std::string file_name;
     std::string sql;
+    MigrationHeader header;
     [[nodiscard]] bool transactional() const {
         const std::string_view text = sql;
         const auto first_line = text.substr(0, text.find('\n'));
         return first_line.substr(0, first_line.find_last_not_of(" \t\r") + 1) != kNoTransactionMarker;
     }
 };
+
+struct LiveHost {
+    std::string host_id;
+    std::string release;
+    int schema_needed = 0;
+};
+
+std::string_view trim(std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) return {};
+    const auto last = text.find_last_not_of(" \t\r");
+    return text.substr(first, last - first + 1);
+}
 
 struct HistoryRow {
     std::string file_name;
@@ -83,7 +117,16 @@ std::vector<Migration> validated(const std::vector<EmbeddedMigration>& embedded)
             throw MigrationError("migration file name '" + std::string(file.file_name) +
                                  "' is malformed; expected V<n>__<name>.sql, e.g. V2__add_index.sql");
         }
-        migrations.push_back({*version, std::string(file.file_name), std::string(file.sql)});
+        MigrationHeader header = parse_migration_header(file.file_name, file.sql);
+        if (!header.has_online && *version > kLastVersionWithoutHeader) {
+            // The header test refuses such a file; a build that has one anyway treats it as
+            // offline, the safe reading.
+            header.online = false;
+            header.offline_reason = "its file has no '-- online:' header";
+        } else if (!header.has_online) {
+            header.online = true;
+        }
+        migrations.push_back({*version, std::string(file.file_name), std::string(file.sql), std::move(header)});
     }
     std::sort(migrations.begin(), migrations.end(),
               [](const Migration& a, const Migration& b) { return a.version < b.version; });
@@ -220,6 +263,50 @@ void verify_in_order(const std::vector<Migration>& migrations, const std::map<in
                                  std::to_string(highest) +
                                  " already is; give the new file a version above every applied one");
         }
+    }
+}
+
+std::vector<LiveHost> live_hosts(pqxx::transaction_base& tx) {
+    std::vector<LiveHost> hosts;
+    if (!tx.exec1(kFleetExists)[0].as<bool>()) return hosts;
+    for (const auto& row : tx.exec(kLiveHosts)) {
+        hosts.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int>()});
+    }
+    return hosts;
+}
+
+std::string describe_hosts(const std::vector<LiveHost>& hosts) {
+    constexpr std::size_t kNamed = 3;
+    std::string text;
+    for (std::size_t i = 0; i < hosts.size() && i < kNamed; ++i) {
+        text += (i == 0 ? "" : ", ") + hosts[i].host_id + " (release " + hosts[i].release + ", schema " +
+                (hosts[i].schema_needed > 0 ? std::to_string(hosts[i].schema_needed) : std::string("unrecorded")) +
+                ")";
+    }
+    if (hosts.size() > kNamed) text += " and " + std::to_string(hosts.size() - kNamed) + " more";
+    return text;
+}
+
+// A pending file breaks live hosts that need a schema below its threshold: an offline file
+// every host built before it, a file raising compatible-with-hosts-from the hosts below that.
+void refuse_breaking(const std::vector<Migration>& migrations, const std::map<int, HistoryRow>& history,
+                     const std::vector<LiveHost>& hosts) {
+    for (const auto& migration : migrations) {
+        if (history.contains(migration.version)) continue;
+        const int threshold = !migration.header.online ? migration.version : migration.header.hosts_from;
+        std::vector<LiveHost> behind;
+        for (const auto& host : hosts) {
+            if (host.schema_needed < threshold) behind.push_back(host);
+        }
+        if (behind.empty()) continue;
+        const std::string what =
+            !migration.header.online
+                ? "is not online (" + migration.header.offline_reason + ")"
+                : "leaves only hosts that need schema " + std::to_string(threshold) + " or newer able to run";
+        throw MigrationRefused("migration " + migration.file_name + " " + what + " and " +
+                               std::to_string(behind.size()) + " live host(s) of an older release are registered: " +
+                               describe_hosts(behind) +
+                               "; stop or upgrade them first, or run `outboxd migrate --offline` to apply it anyway");
     }
 }
 
@@ -432,12 +519,63 @@ Migrator::Migrator(std::vector<EmbeddedMigration> migrations) : migrations_(std:
     validated(migrations_);
 }
 
-std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const RoleNames& roles) const {
+MigrationHeader parse_migration_header(std::string_view file_name, std::string_view sql) {
+    MigrationHeader header;
+    const auto malformed = [&](std::string_view line, const char* expected) {
+        return MigrationError("migration " + std::string(file_name) + " has a malformed header line '" +
+                              std::string(line) + "'; expected " + expected);
+    };
+    std::size_t position = 0;
+    while (position < sql.size()) {
+        const auto end = std::min(sql.find('\n', position), sql.size());
+        const std::string_view line = trim(sql.substr(position, end - position));
+        position = end + 1;
+        if (line.empty()) continue;
+        if (!line.starts_with("--")) break;  // the header is the leading comment block
+        const std::string_view text = trim(line.substr(2));
+        constexpr std::string_view kOnline = "online:";
+        constexpr std::string_view kHostsFrom = "compatible-with-hosts-from:";
+        if (text.starts_with(kOnline)) {
+            const std::string_view value = trim(text.substr(kOnline.size()));
+            header.has_online = true;
+            if (value == "yes") {
+                header.online = true;
+            } else if (value.starts_with("no") &&
+                       (value.size() == 2 || std::string_view(" \t:,-\xe2").find(value[2]) != std::string_view::npos)) {
+                // "no — why", "no: why", "no, why", "no - why": the reason is what follows.
+                std::string_view reason = value.substr(2);
+                while (!reason.empty() && std::string_view(" \t:,-").find(reason.front()) != std::string_view::npos) {
+                    reason.remove_prefix(1);
+                }
+                if (reason.starts_with("\u2014")) reason.remove_prefix(std::string_view("\u2014").size());
+                reason = trim(reason);
+                if (reason.empty()) throw malformed(line, "'-- online: no — <why it cannot run online>'");
+                header.online = false;
+                header.offline_reason = std::string(reason);
+            } else {
+                throw malformed(line, "'-- online: yes' or '-- online: no — <why>'");
+            }
+        } else if (text.starts_with(kHostsFrom)) {
+            const std::string_view digits = trim(text.substr(kHostsFrom.size()));
+            int value = 0;
+            const auto [ptr, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+            if (error != std::errc{} || ptr != digits.data() + digits.size() || value <= 0) {
+                throw malformed(line, "'-- compatible-with-hosts-from: <schema version>'");
+            }
+            header.hosts_from = value;
+        }
+    }
+    return header;
+}
+
+std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const RoleNames& roles,
+                                              MigrateOptions options) const {
     const std::vector<Migration> migrations = validated(migrations_);
     const AdvisoryLock lock{conn};
 
     std::map<int, HistoryRow> history;
     std::vector<std::string> sums;
+    std::vector<LiveHost> hosts;
     std::string path;
     {
         pqxx::work tx{conn};
@@ -454,11 +592,13 @@ std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const Ro
         tx.exec0(kCreateHistory);
         history = read_history(tx);
         sums = checksums(tx, migrations);
+        hosts = live_hosts(tx);
         tx.commit();
     }
     verify_known(migrations, history);
     verify_applied(migrations, sums, history);
     verify_in_order(migrations, history);
+    if (!options.allow_offline) refuse_breaking(migrations, history, hosts);
 
     std::vector<AppliedMigration> applied;
     for (std::size_t i = 0; i < migrations.size(); ++i) {
@@ -476,7 +616,12 @@ std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const Ro
             tx.exec0("SET LOCAL search_path = " + path);
             if (migration.transactional()) tx.exec(migration.sql);
             const long long duration_ms = elapsed_ms();
-            tx.exec_params0(kInsertHistory, migration.version, migration.file_name, sums[i], duration_ms);
+            if (tx.exec1(kHasHostsFrom)[0].as<bool>()) {
+                tx.exec_params0(kInsertHistoryWithHostsFrom, migration.version, migration.file_name, sums[i],
+                                duration_ms, migration.header.hosts_from);
+            } else {
+                tx.exec_params0(kInsertHistory, migration.version, migration.file_name, sums[i], duration_ms);
+            }
             tx.commit();
             applied.push_back({migration.version, migration.file_name, duration_ms});
         } catch (const pqxx::sql_error&) {
@@ -495,15 +640,23 @@ std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const Ro
     return applied;
 }
 
+int Migrator::latest_version() const {
+    const std::vector<Migration> migrations = validated(migrations_);
+    return migrations.empty() ? 0 : migrations.back().version;
+}
+
 SchemaStatus Migrator::status(pqxx::connection& conn) const {
     const std::vector<Migration> migrations = validated(migrations_);
     pqxx::read_transaction tx{conn};
     std::map<int, HistoryRow> history;
-    if (tx.exec1(kHistoryExists)[0].as<bool>()) history = read_history(tx);
+    SchemaStatus status;
+    if (tx.exec1(kHistoryExists)[0].as<bool>()) {
+        history = read_history(tx);
+        status.hosts_from = tx.exec1(kRequiredHostSchema)[0].as<int>();
+    }
     verify_applied(migrations, checksums(tx, migrations), history);
     tx.commit();
 
-    SchemaStatus status;
     status.applied_version = history.empty() ? 0 : history.rbegin()->first;
     status.latest_version = migrations.empty() ? 0 : migrations.back().version;
     for (const auto& migration : migrations) {

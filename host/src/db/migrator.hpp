@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <pqxx/pqxx>
@@ -15,6 +16,40 @@ namespace outbox::db {
 class MigrationError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
+};
+
+/// A pending migration would break hosts that are still running (an offline migration, or one
+/// that declares `compatible-with-hosts-from` above what live hosts need). what() is one line
+/// naming the file, the hosts and what to do.
+class MigrationRefused : public MigrationError {
+public:
+    using MigrationError::MigrationError;
+};
+
+/// The machine-readable header of a migration file: leading `--` comment lines
+///   -- online: yes
+///   -- online: no — <why it cannot run while hosts of the previous release run>
+///   -- compatible-with-hosts-from: <n>   (optional: after this file only hosts that need
+///                                        schema n or newer can run; default: every host)
+struct MigrationHeader {
+    bool has_online = false;   // an `online:` line was found
+    bool online = false;
+    std::string offline_reason;
+    int hosts_from = 0;        // 0: every host stays compatible
+};
+
+/// Reads the header; throws MigrationError naming `file_name` when a header line is malformed
+/// (an `online:` value other than yes / no with a reason, a non-numeric hosts-from).
+MigrationHeader parse_migration_header(std::string_view file_name, std::string_view sql);
+
+/// Files up to this version were written before the header convention and cannot change
+/// (their checksums are recorded); they are all online (each says so in its prose).
+inline constexpr int kLastVersionWithoutHeader = 9;
+
+struct MigrateOptions {
+    /// Apply offline migrations (and ones that leave live hosts behind) even while hosts of
+    /// an older release are registered live in outbox_host (`outboxd migrate --offline`).
+    bool allow_offline = false;
 };
 
 struct AppliedMigration {
@@ -39,6 +74,7 @@ public:
 struct SchemaStatus {
     int applied_version = 0;          // highest applied version, 0 for an empty database
     int latest_version = 0;           // highest version this binary embeds
+    int hosts_from = 0;               // the database needs hosts that need at least this schema
     std::vector<std::string> pending;  // file names not applied yet, in order
 };
 
@@ -64,11 +100,18 @@ public:
     /// With role names (given now or stored by an earlier migrate), grants them their
     /// privileges after the migrations, every time; throws RoleError (before applying
     /// anything) when a named role does not exist.
-    std::vector<AppliedMigration> migrate(pqxx::connection& conn, const RoleNames& roles = {}) const;
+    /// Throws MigrationRefused, before applying anything, when a pending migration is
+    /// offline (or raises the hosts it stays compatible with) while live hosts of an older
+    /// schema are registered, unless options.allow_offline.
+    std::vector<AppliedMigration> migrate(pqxx::connection& conn, const RoleNames& roles = {},
+                                          MigrateOptions options = {}) const;
 
     /// Reads the schema state without changing anything; throws MigrationError on
     /// checksum mismatch as migrate() does.
     SchemaStatus status(pqxx::connection& conn) const;
+
+    /// The highest version this binary embeds: the schema version its hosts need.
+    [[nodiscard]] int latest_version() const;
 
 private:
     std::vector<EmbeddedMigration> migrations_;

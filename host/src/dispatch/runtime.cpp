@@ -32,9 +32,10 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
 // Beyond one event per worker the queue holds up to one batch more, so a worker that
 // finishes finds its next event without waiting for a claim round trip.
 Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
-                 std::function<void()> on_exhausted)
+                 std::function<void()> on_exhausted, LoopObserver* loop_observer)
     : options_(std::move(options)), policy_(options_.initial_backoff, options_.max_backoff),
       handlers_(std::move(handlers)), metrics_(metrics), on_exhausted_(std::move(on_exhausted)),
+      loop_observer_(loop_observer),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
       completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_, FleetLimiter::Options{.holder = options_.host_id}) {}
 
@@ -69,7 +70,7 @@ void Runtime::start() {
     spawn_worker(WorkQueue::Lane::Suspect);
     deadline_watch_ = std::jthread([this](std::stop_token stop) { watch_deadlines(stop); });
     scheduler_ = std::jthread([this](std::stop_token stop) {
-        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_).run(stop);
+        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, loop_observer_).run(stop);
     });
 }
 

@@ -16,6 +16,7 @@
 #include "dispatch/handler_pause.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
+#include "dispatch/loop_observer.hpp"
 #include "dispatch/runtime_options.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
@@ -34,9 +35,10 @@ namespace outbox::dispatch {
 class Runtime {
 public:
     /// `on_exhausted` is called once (from an internal thread) when the abandoned-thread
-    /// limit is exceeded.
+    /// limit is exceeded. `loop_observer` (optional, must outlive the runtime) hears every
+    /// pass of the scheduler's loop.
     Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
-            std::function<void()> on_exhausted = {});
+            std::function<void()> on_exhausted = {}, LoopObserver* loop_observer = nullptr);
     /// Stops first. Destroying a runtime whose stop() returned false ends the process with
     /// exit code 3: its stuck threads still use its members.
     ~Runtime();
@@ -91,6 +93,7 @@ private:
     CurrentHandlers handlers_;
     metrics::Metrics& metrics_;
     std::function<void()> on_exhausted_;
+    LoopObserver* loop_observer_;
     db::OutageLog outage_;
     db::ConnectionPool pool_;
     InFlightTable in_flight_;

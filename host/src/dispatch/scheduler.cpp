@@ -19,6 +19,12 @@ void Scheduler::run(std::stop_token stop) {
     auto next_suspect_check = std::chrono::steady_clock::now();
     auto next_pause_read = std::chrono::steady_clock::now();
 
+    // An idle pass waits at most this long, so the observer hears from the loop in time.
+    auto idle_wait = options_.poll_interval;
+    if (observer_) {
+        if (const auto bound = observer_->max_idle_wait()) idle_wait = std::min(idle_wait, *bound);
+    }
+
     std::shared_ptr<const HandlerSet> handlers;
     const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed, bool suspect) {
         if (claimed.empty()) return;
@@ -34,6 +40,7 @@ void Scheduler::run(std::stop_token stop) {
     };
 
     while (!stop.stop_requested()) {
+        if (observer_) observer_->loop_iterated();
         // One snapshot per pass: what is claimed is run by exactly these handlers, even if
         // the plugin directory changes meanwhile.
         handlers = handlers_.get();
@@ -77,7 +84,7 @@ void Scheduler::run(std::stop_token stop) {
             }
         }
         if (types.empty()) {
-            wakeup_.wait_for(options_.poll_interval, stop);
+            wakeup_.wait_for(idle_wait, stop);
             continue;
         }
 
@@ -109,7 +116,7 @@ void Scheduler::run(std::stop_token stop) {
             static_cast<int>(in_flight_.size()) - queue_.queued() - queue_.busy();
         const int free = queue_.free_slots() - std::max(0, awaiting_outcome - static_cast<int>(Completer::kMaxBatch));
         if (free <= 0 || (free < options_.batch_size && queue_.queued() > options_.concurrency / 2)) {
-            wakeup_.wait_for(options_.poll_interval, stop);
+            wakeup_.wait_for(idle_wait, stop);
             continue;
         }
         std::vector<lease::ClaimedEvent> claimed;
@@ -135,7 +142,7 @@ void Scheduler::run(std::stop_token stop) {
         hand_out(claimed, false);
         if (!ok) continue;
         // A full claim means more may be due right now; otherwise wait for a wake-up.
-        if (!more_due) wakeup_.wait_for(options_.poll_interval, stop);
+        if (!more_due) wakeup_.wait_for(idle_wait, stop);
     }
 }
 

@@ -9,6 +9,7 @@
 #include "dispatch/handler_pause.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
+#include "dispatch/loop_observer.hpp"
 #include "dispatch/runtime_options.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
@@ -18,7 +19,8 @@ namespace outbox::dispatch {
 /// Claims due events of the types this host handles, never more than the work queue has
 /// free slots for, and hands them to the workers; besides, one suspect at a time for the
 /// work queue's suspect lane. Woken by NOTIFY, by a worker freeing a slot, or by the poll
-/// interval.
+/// interval. Each pass of its loop is reported to the LoopObserver (when given), and no idle
+/// wait is longer than the observer allows.
 ///
 /// An event type is not claimed while any of this host's handlers for it is paused
 /// fleet-wide: the event waits PENDING (or RETRY_WAIT) with its attempts untouched, instead
@@ -28,9 +30,10 @@ namespace outbox::dispatch {
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
-              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers, PausedHandlers& paused)
+              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers, PausedHandlers& paused,
+              LoopObserver* observer = nullptr)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
-          metrics_(metrics), handlers_(handlers), paused_(paused) {}
+          metrics_(metrics), handlers_(handlers), paused_(paused), observer_(observer) {}
 
     void run(std::stop_token stop);
 
@@ -43,6 +46,7 @@ private:
     metrics::Metrics& metrics_;
     const CurrentHandlers& handlers_;
     PausedHandlers& paused_;
+    LoopObserver* observer_;
 };
 
 }  // namespace outbox::dispatch

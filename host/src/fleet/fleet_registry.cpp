@@ -1,6 +1,8 @@
 #include "fleet/fleet_registry.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -12,12 +14,13 @@ namespace {
 
 constexpr const char* kUpsertSql = R"SQL(
 INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, stopped_at, enabled, handlers,
-                         abandoned_threads)
-VALUES ($1, $2, to_timestamp($3::float8), now(), $4, CASE WHEN $5 THEN now() END, $6, $7::jsonb, $8)
+                         abandoned_threads, schema_needed, schema_supported_max)
+VALUES ($1, $2, to_timestamp($3::float8), now(), $4, CASE WHEN $5 THEN now() END, $6, $7::jsonb, $8, $9, $10)
 ON CONFLICT (host_id) DO UPDATE
 SET version = excluded.version, started_at = excluded.started_at, last_heartbeat_at = now(),
     heartbeat_interval_ms = excluded.heartbeat_interval_ms, stopped_at = excluded.stopped_at,
-    enabled = excluded.enabled, handlers = excluded.handlers, abandoned_threads = excluded.abandoned_threads
+    enabled = excluded.enabled, handlers = excluded.handlers, abandoned_threads = excluded.abandoned_threads,
+    schema_needed = excluded.schema_needed, schema_supported_max = excluded.schema_supported_max
 )SQL";
 
 constexpr const char* kForgetSql = R"SQL(
@@ -29,8 +32,13 @@ SELECT host_id, version, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH
        to_char(last_heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        extract(epoch FROM now() - last_heartbeat_at)::float8,
        stopped_at IS NULL AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond',
-       stopped_at IS NOT NULL, enabled, handlers::text, abandoned_threads
-FROM outbox_host ORDER BY host_id
+       stopped_at IS NOT NULL, enabled, handlers::text,
+       -- to_jsonb: `outboxd status` of a newer release also reads a fleet table that has not
+       -- been migrated yet (the columns of V7 and V12 read as 0 then).
+       coalesce((to_jsonb(h) ->> 'abandoned_threads')::integer, 0),
+       coalesce((to_jsonb(h) ->> 'schema_needed')::integer, 0),
+       coalesce((to_jsonb(h) ->> 'schema_supported_max')::integer, 0)
+FROM outbox_host h ORDER BY host_id
 )SQL";
 
 std::string handlers_json(const dispatch::HandlerSet& handlers) {
@@ -60,6 +68,8 @@ FleetView read_fleet(pqxx::connection& conn) {
         host.stopped = row[6].as<bool>();
         host.enabled = row[7].as<bool>();
         host.abandoned_threads = row[9].as<int>();
+        host.schema_needed = row[10].as<int>();
+        host.schema_supported_max = row[11].as<int>();
         for (const auto& item : nlohmann::json::parse(row[8].c_str())) {
             host.handlers.push_back(HostHandler{item.value("handler", ""),
                                                 item.value("event_types", std::vector<std::string>{}),
@@ -94,6 +104,22 @@ FleetView read_fleet(pqxx::connection& conn) {
     return view;
 }
 
+std::string release_summary(const FleetView& view) {
+    // (release, schema needed) -> live hosts
+    std::map<std::pair<int, std::string>, int, std::greater<>> releases;
+    for (const auto& host : view.hosts) {
+        if (host.live) ++releases[{host.schema_needed, host.version}];
+    }
+    if (releases.empty()) return "no live host";
+    std::string text;
+    for (const auto& [release, count] : releases) {
+        text += (text.empty() ? "" : "; ") + release.second + " on " + std::to_string(count) + " live host" +
+                (count == 1 ? "" : "s") + " (schema " +
+                (release.first > 0 ? std::to_string(release.first) : std::string("unrecorded")) + ")";
+    }
+    return text;
+}
+
 nlohmann::json to_json(const FleetView& view) {
     nlohmann::json hosts = nlohmann::json::array();
     for (const auto& host : view.hosts) {
@@ -106,6 +132,8 @@ nlohmann::json to_json(const FleetView& view) {
                          {"state", host.live ? "live" : host.stopped ? "stopped" : "gone"},
                          {"processing_enabled", host.enabled},
                          {"abandoned_threads", host.abandoned_threads},
+                         {"schema_needed", host.schema_needed},
+                         {"schema_supported_max", host.schema_supported_max},
                          {"started_at", host.started_at},
                          {"last_heartbeat_at", host.last_heartbeat_at},
                          {"handlers", handlers}});
@@ -127,7 +155,8 @@ void FleetRegistry::write(pqxx::connection& conn, bool stopping) {
         std::chrono::duration<double>(started_at_.time_since_epoch()).count();
     tx.exec_params(kUpsertSql, options_.host_id, options_.version, started,
                    static_cast<int>(options_.heartbeat_interval.count()), stopping, options_.enabled,
-                   handlers_json(*handlers_.get()), options_.abandoned_threads ? options_.abandoned_threads() : 0);
+                   handlers_json(*handlers_.get()), options_.abandoned_threads ? options_.abandoned_threads() : 0,
+                   options_.schema_needed, options_.schema_supported_max);
     if (!stopping) tx.exec_params(kForgetSql, static_cast<long long>(options_.forget_after.count()));
 }
 

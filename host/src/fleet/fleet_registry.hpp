@@ -37,6 +37,8 @@ struct HostRecord {
     bool stopped = false;   // shut down cleanly
     bool enabled = true;
     int abandoned_threads = 0;  // handler threads abandoned past their deadline, not returned
+    int schema_needed = 0;      // 0: a release that does not record it (before V12)
+    int schema_supported_max = 0;
     std::vector<HostHandler> handlers;
 };
 
@@ -50,6 +52,10 @@ struct FleetView {
     std::vector<HostRecord> hosts;  // live first, then gone, each by host_id
     std::vector<Mismatch> mismatches;
 };
+
+/// "0.2.0 on 2 live hosts (schema 12); 0.1.0 on 1 live host (schema unrecorded)", newest
+/// schema first; "no live host" when there is none.
+std::string release_summary(const FleetView& view);
 
 /// Reads the registry. Hosts silent for more than 3 of their heartbeat intervals are gone.
 FleetView read_fleet(pqxx::connection& conn);
@@ -71,6 +77,8 @@ public:
         std::chrono::milliseconds heartbeat_interval{5000};
         std::chrono::milliseconds forget_after{std::chrono::hours{24}};
         std::function<int()> abandoned_threads;  // reported with every beat
+        int schema_needed = 0;                     // the highest migration this release uses
+        int schema_supported_max = 0;              // the database schema it checked at start
     };
 
     FleetRegistry(Options options, db::OutageLog& outage, const dispatch::CurrentHandlers& handlers)

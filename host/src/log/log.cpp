@@ -15,6 +15,29 @@ void add_text(std::string& line, std::string_view key, std::string_view value) {
 }
 }  // namespace
 
+std::string escape_control(std::string_view text) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (byte < 0x20 || byte == 0x7f) {
+            out += "\\x";
+            out += kHex[byte >> 4];
+            out += kHex[byte & 0x0f];
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
 void init(const std::string& level, const std::string& format) {
     g_json = format == "json";
     spdlog::drop("outboxd");
@@ -50,6 +73,9 @@ void write(spdlog::level::level_enum level, std::string_view message, const Fiel
         if (f.attempt > 0) add_text(line, "attempt", std::to_string(f.attempt));
         add_text(line, "code", f.code);
         add_text(line, "file", f.file);
+        // Messages carry text from plugins (ctx.log) and libraries (dlerror); a CR, LF or
+        // escape sequence in it must not forge or hide lines of a text log.
+        line = escape_control(line);
     }
     spdlog::default_logger_raw()->log(level, "{}", line);
 }

@@ -22,7 +22,12 @@ struct Fields {
     std::string_view file{};  // a plugin file
 };
 
-/// Logs `message` with `fields` in the configured format.
+/// `text` with CR, LF, TAB and every other control character written as \r, \n, \t or
+/// \xNN, so it stays on one line.
+std::string escape_control(std::string_view text);
+
+/// Logs `message` with `fields` in the configured format. In text format the whole line is
+/// passed through escape_control (JSON escapes them itself).
 void write(spdlog::level::level_enum level, std::string_view message, const Fields& fields = {});
 
 inline void info(std::string_view message, const Fields& fields = {}) { write(spdlog::level::info, message, fields); }

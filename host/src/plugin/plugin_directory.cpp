@@ -120,8 +120,8 @@ std::optional<std::string> parents_problem(const fs::path& dir, int dir_fd) {
 
 }  // namespace
 
-PluginDirectory::PluginDirectory(fs::path dir, fs::path private_dir, HandlerConfigs configs)
-    : dir_(std::move(dir)), configs_(std::move(configs)), loader_(std::move(private_dir)) {}
+PluginDirectory::PluginDirectory(fs::path dir, fs::path private_dir, HandlerConfigs configs, LoaderOptions options)
+    : dir_(std::move(dir)), configs_(std::move(configs)), loader_(std::move(private_dir), options) {}
 
 std::optional<std::string> PluginDirectory::open_directory(int& dir_fd, std::vector<std::string>& names) const {
     // O_NOFOLLOW: a symbolic link here would let whoever owns the link choose the directory.
@@ -215,7 +215,6 @@ DirectoryChange PluginDirectory::rescan() {
         }
         if (it->second.plugin) {
             change.removed.push_back(it->second.plugin->handler_name);
-            retired_.push_back(std::move(*it->second.plugin));
         }
         it = files_.erase(it);
     }
@@ -260,14 +259,14 @@ DirectoryChange PluginDirectory::rescan() {
             } else {
                 auto& loaded = std::get<LoadedPlugin>(result);
                 const auto owner = std::find_if(files_.begin(), files_.end(), [&](const auto& other) {
-                    return other.first != name && other.second.plugin && other.second.plugin->handler_name == loaded.handler_name;
+                    return other.first != name && other.second.plugin && !loaded.handler_name.empty() &&
+                           other.second.plugin->handler_name == loaded.handler_name;
                 });
                 if (owner != files_.end()) {
                     change.rejected.push_back(
                         {file, name.string() + ": duplicate handler_name '" + loaded.handler_name +
                                    "', already provided by " + (dir_ / owner->first).string() +
                                    "; remove one of the two files"});
-                    retired_.push_back(std::move(loaded));  // constructed once; never unloaded
                 } else {
                     next.plugin = std::move(loaded);
                 }
@@ -292,7 +291,6 @@ DirectoryChange PluginDirectory::rescan() {
                 change.removed.push_back(entry.plugin->handler_name);
                 change.added.push_back(*next.plugin);
             }
-            retired_.push_back(std::move(*entry.plugin));
         } else {
             change.added.push_back(*next.plugin);
         }

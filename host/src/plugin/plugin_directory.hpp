@@ -38,12 +38,14 @@ struct DirectoryChange {
 /// fstat on the very descriptor the loader then copies from, so a file renamed over the
 /// name between check and load is never the one loaded.
 ///
-/// Plugins that were replaced or removed are retired, not unloaded: events already claimed
-/// finish with the old handler, and the code stays mapped until the process exits, so
-/// nothing depends on dlclose being safe. Not thread-safe: one owner calls rescan().
+/// Plugins that were replaced or removed are unloaded by reference count (Boost.DLL
+/// tutorial 8): the directory drops its reference at once, calls already claimed keep the
+/// old handler through the handler set their work holds, and the last reference to go
+/// destroys the handler and then closes the library. Not thread-safe: one owner calls rescan().
 class PluginDirectory {
 public:
-    PluginDirectory(std::filesystem::path dir, std::filesystem::path private_dir, HandlerConfigs configs);
+    PluginDirectory(std::filesystem::path dir, std::filesystem::path private_dir, HandlerConfigs configs,
+                    LoaderOptions options = {});
 
     /// Brings the loaded set in step with the directory. Never throws for bad files; a
     /// directory that is missing or untrusted is one rejection and changes nothing loaded.
@@ -78,7 +80,6 @@ private:
     PluginLoader loader_;
     std::map<std::filesystem::path, Entry> files_;  // by file name
     std::map<std::filesystem::path, std::string> unusable_;  // *.so entries that are not files
-    std::vector<LoadedPlugin> retired_;
     std::optional<std::string> last_directory_problem_;
 };
 

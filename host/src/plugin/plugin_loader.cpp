@@ -253,13 +253,35 @@ std::optional<std::string> try_handler_name(const sdk::Handler& handler, std::st
     }
 }
 
+std::string bounded(const char* text, std::size_t capacity) { return std::string(text, ::strnlen(text, capacity)); }
+
+/// The section of a plugin whose manifest names no handler: the one named like the file
+/// ("name.so" or "libname.so"), if the config has it. Only this one section is used.
+std::optional<std::string> section_by_file_name(const fs::path& file, const HandlerConfigs& configs) {
+    // CMake names a MODULE target's file lib<target>.so, and targets use '_' where handler
+    // names use '-' (libmission_log_forwarding.so serves mission-log-forwarding).
+    const std::string stem = file.stem().string();
+    std::vector<std::string> candidates{stem};
+    if (stem.rfind("lib", 0) == 0) candidates.push_back(stem.substr(3));
+    for (std::size_t i = 0, n = candidates.size(); i < n; ++i) {
+        std::string dashed = candidates[i];
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        if (dashed != candidates[i]) candidates.push_back(std::move(dashed));
+    }
+    for (const auto& candidate : candidates) {
+        if (configs.contains(candidate)) return candidate;
+    }
+    return std::nullopt;
+}
+
 RejectedPlugin reject(const fs::path& file, const std::string& why) {
     return RejectedPlugin{file, file.filename().string() + ": " + why};
 }
 
 }  // namespace
 
-PluginLoader::PluginLoader(std::filesystem::path private_dir) : private_dir_(std::move(private_dir)) {}
+PluginLoader::PluginLoader(std::filesystem::path private_dir, LoaderOptions options)
+    : private_dir_(std::move(private_dir)), options_(options) {}
 
 LoadResult PluginLoader::load_file(const std::filesystem::path& file, const HandlerConfigs& configs) {
     Fd in(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
@@ -316,52 +338,56 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
         return reject(file, OUTBOX_FACTORY_SYMBOL " is a null pointer; build it with OUTBOX_PLUGIN()");
     }
 
-    // The host needs handler_name to pick the config section, and only an instance can say
-    // it: construct with "{}" first; a handler that needs its config is tried with each
-    // configured section and kept only when it calls itself by that section's name.
-    std::unique_ptr<sdk::Handler> handler;
-    std::string name;
-    std::string error;
-    Construction first = construct(factory, "{}");
-    if (first.handler) {
-        auto default_name = try_handler_name(*first.handler, error);
-        if (!default_name) return reject(file, "handler_name() threw an exception (" + error + ")");
-        const auto section = configs.find(*default_name);
-        if (section != configs.end() && section->second != "{}") {
-            first.handler.reset();
-            Construction configured = construct(factory, section->second);
-            if (!configured.handler) {
-                return reject(file, "constructor threw an exception (" + configured.error +
-                                        ") with its configured section handlers." + shown(section->first) + ".config");
-            }
-            auto configured_name = try_handler_name(*configured.handler, error);
-            if (!configured_name) return reject(file, "handler_name() threw an exception (" + error + ")");
-            if (*configured_name != *default_name) {
-                return reject(file, "handler_name() is '" + shown(*default_name) + "' without config but '" +
-                                        shown(*configured_name) +
-                                        "' with it; a handler name must not depend on config");
-            }
-            handler = std::move(configured.handler);
-        } else {
-            handler = std::move(first.handler);
+    // Constructed exactly once, with the one section that is this handler's: named by the
+    // manifest (OUTBOX_PLUGIN(Class, "name")), or for a manifest without a name (the
+    // one-argument macro, SDK 1.0) by the file's name. No other section is ever tried.
+    const std::string promised = bounded(manifest.handler_name, sizeof manifest.handler_name);
+    std::optional<std::string> section_name;
+    if (!promised.empty()) {
+        if (!valid_handler_name(promised)) {
+            return reject(file, "the manifest's handler name '" + shown(promised) +
+                                    "' is invalid; rebuild with OUTBOX_PLUGIN(Class, \"name\") from the outboxd SDK");
         }
-        name = *default_name;
+        if (configs.contains(promised)) section_name = promised;
     } else {
-        for (const auto& [key, json] : configs) {
-            Construction attempt = construct(factory, json);
-            if (!attempt.handler) continue;
-            std::string ignored;
-            const auto attempt_name = try_handler_name(*attempt.handler, ignored);
-            if (attempt_name && *attempt_name == key) {
-                handler = std::move(attempt.handler);
-                name = key;
-                break;
-            }
+        section_name = section_by_file_name(file, configs);
+    }
+    const std::string config_json = section_name ? configs.at(*section_name) : std::string("{}");
+    const std::string given = section_name ? "its section handlers." + shown(*section_name) + ".config"
+                                           : std::string("config {} (no handlers.<name>.config section)");
+    const std::string unnamed_hint =
+        "; its manifest names no handler (built with the one-argument OUTBOX_PLUGIN or SDK 1.0), so its section is "
+        "found by the file name: rebuild with OUTBOX_PLUGIN(Class, \"name\") or name the file lib<name>.so ('_' for '-' is accepted)";
+
+    Construction made = construct(factory, config_json);
+    if (!made.handler) {
+        if (!section_name && options_.config_optional) {
+            // `plugins check` without a config file: a handler that needs its section is
+            // not an error there; it is reported without event types.
+            return LoadedPlugin{file, promised, {}, abi, nullptr};
         }
-        if (!handler) {
-            return reject(file, "constructor threw an exception (" + first.error +
-                                    ") with config {}, and no configured handlers.<name>.config section "
-                                    "constructed a handler of that name; check that handler's config section");
+        return reject(file, "constructor threw an exception (" + made.error + ") with " + given +
+                                (promised.empty() ? unnamed_hint : std::string()));
+    }
+    std::unique_ptr<sdk::Handler> handler = std::move(made.handler);
+    std::string error;
+    const auto said = try_handler_name(*handler, error);
+    if (!said) return reject(file, "handler_name() threw an exception (" + error + ")");
+    std::string name = *said;
+    if (!promised.empty() && name != promised) {
+        return reject(file, "OUTBOX_PLUGIN names the handler '" + shown(promised) + "' but handler_name() returns '" +
+                                shown(name) + "'; make them the same");
+    }
+    if (promised.empty() && section_name && name != *section_name) {
+        return reject(file, "constructed with handlers." + shown(*section_name) +
+                                ".config (chosen by the file name) but handler_name() returns '" + shown(name) +
+                                "'; rename the file or rebuild with OUTBOX_PLUGIN(Class, \"" + shown(name) + "\")");
+    }
+    if (promised.empty() && !section_name) {
+        const auto own = configs.find(name);
+        if (own != configs.end() && own->second != "{}") {
+            return reject(file, "handler '" + shown(name) + "' has a handlers." + shown(name) +
+                                    ".config section but was constructed with {}" + unnamed_hint);
         }
     }
 

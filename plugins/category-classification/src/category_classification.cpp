@@ -144,4 +144,4 @@ private:
 
 }  // namespace category_classification
 
-OUTBOX_PLUGIN(category_classification::CategoryClassification);
+OUTBOX_PLUGIN(category_classification::CategoryClassification, "category-classification");

@@ -98,4 +98,4 @@ private:
 
 }  // namespace mission_log_forwarding
 
-OUTBOX_PLUGIN(mission_log_forwarding::MissionLogForwarding);
+OUTBOX_PLUGIN(mission_log_forwarding::MissionLogForwarding, "mission-log-forwarding");

@@ -1,6 +1,6 @@
 #pragma once
 // The outboxd handler SDK. A plugin includes this header, derives from
-// outbox::sdk::Handler and ends one .cpp with OUTBOX_PLUGIN(MyHandler). Build it with
+// outbox::sdk::Handler and ends one .cpp with OUTBOX_PLUGIN(MyHandler, "my-handler"). Build it with
 // nothing but these headers, nlohmann_json and a C++20 compiler:
 //
 //   g++ -std=c++20 -shared -fPIC -I<sdk>/include my_handler.cpp -o libmy_handler.so

@@ -247,6 +247,18 @@ inline const char* kind_name(FieldKind kind) {
 
 }  // namespace detail
 
+/// The rule short free text breaks when it is shaped like personal data or a secret (an
+/// e-mail address, a JWT, a phone number or a run of 9+ digits, separators allowed), or
+/// nullptr. SafePayload's String fields and the host's operator free text (a manual
+/// retry's reason) share these detectors. (Identifier-like text such as an aggregate_key
+/// follows detail::free_text_rule.) The rule names the shape, never the value.
+inline const char* string_field_rule(std::string_view text) {
+    if (detail::looks_like_email(text)) return "value is shaped like an e-mail address";
+    if (detail::looks_like_jwt(text)) return "value is shaped like a JWT";
+    if (detail::longest_digit_run(text, true) >= 9) return "value is shaped like a phone number or long digit run";
+    return nullptr;
+}
+
 /// The allow-list of one event type's payload fields.
 class PayloadSchema {
 public:
@@ -296,11 +308,7 @@ public:
                 if (!detail::valid_utf8(value)) throw PayloadError(spec.name, "is not valid UTF-8");
                 // jsonb cannot store U+0000.
                 if (value.find('\0') != std::string_view::npos) throw PayloadError(spec.name, "contains a NUL character");
-                if (detail::looks_like_email(value)) throw PayloadError(spec.name, "value is shaped like an e-mail address");
-                if (detail::looks_like_jwt(value)) throw PayloadError(spec.name, "value is shaped like a JWT");
-                if (detail::longest_digit_run(value, true) >= 9) {
-                    throw PayloadError(spec.name, "value is shaped like a phone number or long digit run");
-                }
+                if (const char* rule = string_field_rule(value)) throw PayloadError(spec.name, rule);
                 break;
             default:
                 throw PayloadError(spec.name, std::string("is declared ") + detail::kind_name(spec.kind) + ", not text");

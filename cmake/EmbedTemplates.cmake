@@ -1,0 +1,16 @@
+# Writes OUTPUT: a C++ source defining outbox::app::plugin_template_files() from every file
+# under TEMPLATES_DIR (the `outboxd new-plugin` template), so the binary needs no data files.
+file(GLOB_RECURSE files RELATIVE "${TEMPLATES_DIR}" "${TEMPLATES_DIR}/*")
+list(SORT files)
+set(body "")
+foreach(file IN LISTS files)
+  file(READ "${TEMPLATES_DIR}/${file}" text)
+  string(FIND "${text}" ")outbox_template\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${file} contains the raw-string delimiter )outbox_template\"")
+  endif()
+  string(APPEND body "        {\"${file}\", R\"outbox_template(${text})outbox_template\"},\n")
+endforeach()
+file(WRITE "${OUTPUT}.tmp" "// Generated from host/templates/new-plugin; do not edit.\n#include \"app/plugin_template.hpp\"\n\nnamespace outbox::app {\n\nconst std::vector<TemplateFile>& plugin_template_files() {\n    static const std::vector<TemplateFile> files{\n${body}    };\n    return files;\n}\n\n}  // namespace outbox::app\n")
+file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
+file(REMOVE "${OUTPUT}.tmp")

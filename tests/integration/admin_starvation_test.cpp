@@ -1,0 +1,119 @@
+// The admin API cannot starve itself: probes have their own connections, /metrics gauges
+// are cached with one computation in flight, every admin statement has a timeout, and a
+// retry never locks (or waits for) another company's event.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "admin_support.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class AdminStarvation : public AdminApi {
+protected:
+    /// Backends of this database waiting for a lock while running a statement on `table`.
+    long long waiting_on(const std::string& table) const {
+        return count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = "
+                     "'Lock' AND query LIKE '%" + table + "%'");
+    }
+};
+
+TEST_F(AdminStarvation, ReadyzAnswersWhileEveryApiConnectionIsBusy) {
+    pqxx::connection locker(db_.url());
+    pqxx::work hold(locker);
+    hold.exec("LOCK TABLE event_publication IN ACCESS EXCLUSIVE MODE");
+    const std::string token = admin_token();
+    std::vector<std::future<httplib::Result>> lists;
+    for (int i = 0; i < 4; ++i) {
+        lists.push_back(std::async(std::launch::async, [&] {
+            return client().Get("/api/v1/admin/outbox-events", bearer(token));
+        }));
+    }
+    ASSERT_TRUE(wait_until([&] { return waiting_on("event_publication") >= 2; }, 10s));
+    httplib::Client probe("127.0.0.1", server_->port());
+    probe.set_read_timeout(1s);
+    for (int i = 0; i < 3; ++i) {
+        const auto ready = probe.Get("/readyz");
+        ASSERT_TRUE(ready) << "no answer within 1 s";
+        EXPECT_EQ(ready->status, 200) << ready->body;
+    }
+    hold.abort();
+    for (auto& list : lists) {
+        const auto res = list.get();
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 200) << res->body;
+    }
+}
+
+TEST_F(AdminStarvation, MetricsGaugesAreReusedForTheCachePeriod) {
+    restart([](admin::AdminOptions& o) { o.metrics_cache = 1h; });
+    const std::string gauge = "outbox_publications_backlog{status=\"PENDING\"} ";
+    ASSERT_NE(client().Get("/metrics")->body.find(gauge + "0\n"), std::string::npos);
+    publish_many(db_.url(), "TestRequested", "{}", 3);
+    EXPECT_NE(client().Get("/metrics")->body.find(gauge + "0\n"), std::string::npos) << "computed again within the period";
+    restart([](admin::AdminOptions& o) { o.metrics_cache = 0ms; });
+    EXPECT_NE(client().Get("/metrics")->body.find(gauge + "3\n"), std::string::npos);
+}
+
+TEST_F(AdminStarvation, OneMetricsComputationIsInFlightWhateverTheScrapers) {
+    restart([](admin::AdminOptions& o) { o.metrics_cache = 0ms; });
+    pqxx::connection locker(db_.url());
+    pqxx::work hold(locker);
+    hold.exec("LOCK TABLE outbox_host IN ACCESS EXCLUSIVE MODE");
+    std::vector<std::future<httplib::Result>> scrapes;
+    for (int i = 0; i < 6; ++i) {
+        scrapes.push_back(std::async(std::launch::async, [&] { return client().Get("/metrics"); }));
+    }
+    ASSERT_TRUE(wait_until([&] { return waiting_on("outbox_host") >= 1; }, 10s));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(waiting_on("outbox_host"), 1) << "scrapers during a computation wait for it or reuse the last value";
+    hold.abort();
+    for (auto& scrape : scrapes) {
+        const auto res = scrape.get();
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 200);
+    }
+}
+
+TEST_F(AdminStarvation, TheFleetReadHasAStatementTimeout) {
+    restart([](admin::AdminOptions& o) { o.statement_timeout = 500ms; });
+    pqxx::connection locker(db_.url());
+    pqxx::work hold(locker);
+    hold.exec("LOCK TABLE outbox_host IN ACCESS EXCLUSIVE MODE");
+    const auto res = client().Get("/api/v1/admin/fleet", bearer(mint_hs256(token_claims("PLATFORM_ADMIN", "acme"))));
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 503) << res->body;
+    EXPECT_EQ(json::parse(res->body)["error"]["code"], "TIMEOUT") << res->body;
+}
+
+// Another company's event answers exactly like a missing one (403 EVENT_NOT_ACCESSIBLE),
+// at once, even while that event is locked: the caller never locks or waits for it.
+TEST_F(AdminStarvation, ARetryNeverLocksOrWaitsForAnotherCompanysEvent) {
+    const std::string id = review_event(db_, "acme");
+    pqxx::connection locker(db_.url());
+    pqxx::work hold(locker);
+    hold.exec_params("SELECT 1 FROM event_publication WHERE event_id = $1::uuid FOR UPDATE", id);
+    const auto res = post_retry(id, {{"expected_version", 4}, {"reason", "customer asked for it again"}}, "k1",
+                                admin_token("globex"));
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 403) << res->body;
+    EXPECT_EQ(json::parse(res->body)["error"]["code"], "EVENT_NOT_ACCESSIBLE") << res->body;
+    const auto missing = post_retry("0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10",
+                                    {{"expected_version", 4}, {"reason", "customer asked for it again"}}, "k2",
+                                    admin_token("globex"));
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 403);
+    EXPECT_EQ(json::parse(missing->body)["error"], json::parse(res->body)["error"]) << "indistinguishable";
+}
+
+}  // namespace
+}  // namespace outbox::test

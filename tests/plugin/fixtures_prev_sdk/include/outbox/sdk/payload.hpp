@@ -1,0 +1,353 @@
+#pragma once
+// SafePayload: the only way the C++ publisher API builds an event payload.
+//
+// Payloads are stored in event_publication and read by operators, so they must carry
+// identifiers, not personal data. A PayloadSchema declares each allowed field and its
+// kind; SafePayload refuses undeclared fields, wrong kinds, oversize strings, and string
+// values shaped like e-mail addresses, phone numbers, JWTs or long digit runs. Values are
+// scalars only, so the result is always a flat JSON object. Error messages name the field
+// and the rule, never the value.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace outbox::sdk {
+
+/// Largest payload accepted, in bytes of the text PostgreSQL stores (`payload::text`, which
+/// writes `": "` and `", "` between fields and numbers without an exponent); outbox_publish()
+/// enforces the same.
+inline constexpr std::size_t kMaxPayloadBytes = 8192;
+
+enum class FieldKind {
+    Uuid,        ///< canonical 8-4-4-4-12 hex UUID text
+    Identifier,  ///< [A-Za-z0-9_.:-]+, e.g. "mission-42" or "SUMMER_SOLSTICE"; no run of 13+ digits, not phone-shaped
+    String,      ///< short free text; rejected when shaped like PII (e-mail, phone, JWT, 9+ digits)
+    Integer,     ///< signed 64-bit integer, e.g. a numeric id (a Java Long). The digit-run rule of
+                 ///< String and Identifier does not apply: a long id is exactly what this kind is for,
+                 ///< and declaring a field Integer is the decision that its values are not personal
+                 ///< data. Never declare a phone or account number as a field of any kind.
+    Number,      ///< finite double
+    Boolean,
+};
+
+struct FieldSpec {
+    std::string name;
+    FieldKind kind = FieldKind::String;
+    std::size_t max_length = 256;  ///< for Identifier and String values, in bytes
+    bool required = true;
+};
+
+/// Thrown by SafePayload. field() names the offending field; what() names the rule.
+class PayloadError : public std::invalid_argument {
+public:
+    PayloadError(std::string field, const std::string& rule)
+        : std::invalid_argument("payload field '" + field + "': " + rule), field_(std::move(field)) {}
+    [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+private:
+    std::string field_;
+};
+
+namespace detail {
+
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+inline bool is_b64url(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' || c == '_';
+}
+
+inline bool looks_like_uuid(std::string_view s) {
+    if (s.size() != 36) return false;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-') return false;
+        } else if (!(is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+inline bool looks_like_email(std::string_view s) {
+    for (std::size_t at = s.find('@'); at != std::string_view::npos; at = s.find('@', at + 1)) {
+        if (at == 0 || s[at - 1] == ' ') continue;
+        const auto end = s.find_first_of(" \t\n", at);
+        const auto domain = s.substr(at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
+        const auto dot = domain.find('.');
+        if (dot != std::string_view::npos && dot > 0 && dot + 1 < domain.size()) return true;
+    }
+    return false;
+}
+
+inline bool looks_like_jwt(std::string_view s) {
+    for (std::size_t pos = s.find("eyJ"); pos != std::string_view::npos; pos = s.find("eyJ", pos + 1)) {
+        std::size_t i = pos;
+        int dots = 0;
+        std::size_t segment = 0;
+        for (; i < s.size(); ++i) {
+            if (s[i] == '.') {
+                if (segment == 0) break;
+                ++dots;
+                segment = 0;
+            } else if (is_b64url(s[i])) {
+                ++segment;
+            } else {
+                break;
+            }
+        }
+        if (dots >= 2 && segment > 0) return true;
+    }
+    return false;
+}
+
+/// Longest run of digits, counting only digits but letting phone separators
+/// (space, +, -, ., (, )) continue the run when `through_separators`.
+inline std::size_t longest_digit_run(std::string_view s, bool through_separators) {
+    std::size_t best = 0;
+    std::size_t run = 0;
+    for (const char c : s) {
+        if (is_digit(c)) {
+            best = std::max(best, ++run);
+        } else if (!(through_separators && (c == ' ' || c == '+' || c == '-' || c == '.' || c == '(' || c == ')'))) {
+            run = 0;
+        }
+    }
+    return best;
+}
+
+/// Only digits and phone separators, at least one separator and 9+ digits: "010-1234-5678".
+/// Plain digit runs are left to the digit-run rule so numeric ids stay usable.
+inline bool looks_like_phone(std::string_view s) {
+    std::size_t digits = 0;
+    bool separated = false;
+    for (const char c : s) {
+        if (is_digit(c)) {
+            ++digits;
+        } else if (c == ' ' || c == '+' || c == '-' || c == '.' || c == '(' || c == ')') {
+            separated = true;
+        } else {
+            return false;
+        }
+    }
+    return separated && digits >= 9;
+}
+
+/// Well-formed UTF-8 (no overlong forms, no surrogates), as PostgreSQL requires.
+inline bool valid_utf8(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t length = 0;
+        unsigned char low = 0x80, high = 0xBF;  // the second byte's range: no overlongs or surrogates
+        if (c >= 0xC2 && c <= 0xDF) {
+            length = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            length = 3;
+            if (c == 0xE0) low = 0xA0;
+            if (c == 0xED) high = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            length = 4;
+            if (c == 0xF0) low = 0x90;
+            if (c == 0xF4) high = 0x8F;
+        } else {
+            return false;
+        }
+        if (i + length > s.size()) return false;
+        for (std::size_t k = 1; k < length; ++k) {
+            const auto next = static_cast<unsigned char>(s[i + k]);
+            if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xBF)) return false;
+        }
+        i += length;
+    }
+    return true;
+}
+
+/// Length of a JSON number as PostgreSQL's jsonb prints it: plain decimal, so "1e+300" is
+/// 301 digits and "5e-324" is "0." and 324 digits.
+inline std::size_t plain_decimal_length(std::string_view number) {
+    std::size_t length = 0;
+    if (!number.empty() && number.front() == '-') {
+        ++length;
+        number.remove_prefix(1);
+    }
+    long long exponent = 0;
+    const auto e = number.find_first_of("eE");
+    if (e != std::string_view::npos) {
+        exponent = std::stoll(std::string(number.substr(e + 1)));
+        number = number.substr(0, e);
+    }
+    const auto dot = number.find('.');
+    const auto int_digits = static_cast<long long>(number.substr(0, dot).size());
+    const auto frac_digits = dot == std::string_view::npos ? 0LL : static_cast<long long>(number.size() - dot - 1);
+    const long long shown_int = std::max(1LL, int_digits + exponent);
+    const long long shown_frac = std::max(0LL, frac_digits - exponent);
+    return length + static_cast<std::size_t>(shown_int + (shown_frac > 0 ? 1 + shown_frac : 0));
+}
+
+/// Bytes of a flat object as outbox_publish() measures it (`payload::text`).
+inline std::size_t stored_size(const nlohmann::json& object) {
+    std::size_t size = 2;
+    bool first = true;
+    for (const auto& [key, value] : object.items()) {
+        size += (first ? 0 : 2) + nlohmann::json(key).dump().size() + 2;
+        size += value.is_number_float() ? plain_decimal_length(value.dump()) : value.dump().size();
+        first = false;
+    }
+    return size;
+}
+
+inline const char* kind_name(FieldKind kind) {
+    switch (kind) {
+        case FieldKind::Uuid: return "Uuid";
+        case FieldKind::Identifier: return "Identifier";
+        case FieldKind::String: return "String";
+        case FieldKind::Integer: return "Integer";
+        case FieldKind::Number: return "Number";
+        case FieldKind::Boolean: return "Boolean";
+    }
+    return "?";
+}
+
+}  // namespace detail
+
+/// The allow-list of one event type's payload fields.
+class PayloadSchema {
+public:
+    PayloadSchema(std::initializer_list<FieldSpec> fields) : fields_(fields) {}
+
+    [[nodiscard]] const FieldSpec* find(std::string_view name) const {
+        for (const auto& field : fields_) {
+            if (field.name == name) return &field;
+        }
+        return nullptr;
+    }
+    [[nodiscard]] const std::vector<FieldSpec>& fields() const noexcept { return fields_; }
+
+private:
+    std::vector<FieldSpec> fields_;
+};
+
+/// A payload under construction. set() validates each value as it is added and throws
+/// PayloadError on the first violation; json() checks required fields and total size.
+/// Not thread-safe; cheap to copy.
+class SafePayload {
+public:
+    explicit SafePayload(const PayloadSchema& schema) : schema_(&schema), values_(nlohmann::json::object()) {}
+
+    SafePayload& set(std::string_view name, std::string_view value) {
+        const FieldSpec& spec = declared(name);
+        switch (spec.kind) {
+            case FieldKind::Uuid:
+                if (!detail::looks_like_uuid(value)) throw PayloadError(spec.name, "is declared Uuid but is not a UUID");
+                break;
+            case FieldKind::Identifier:
+                check_length(spec, value);
+                for (const char c : value) {
+                    if (!(detail::is_b64url(c) || c == '.' || c == ':')) {
+                        throw PayloadError(spec.name, "an Identifier may only contain letters, digits and _ . : -");
+                    }
+                }
+                if (detail::looks_like_jwt(value)) throw PayloadError(spec.name, "value is shaped like a JWT");
+                if (detail::looks_like_phone(value)) throw PayloadError(spec.name, "value is shaped like a phone number");
+                if (detail::longest_digit_run(value, false) >= 13) {
+                    throw PayloadError(spec.name, "value contains a run of 13 or more digits");
+                }
+                break;
+            case FieldKind::String:
+                check_length(spec, value);
+                if (!detail::valid_utf8(value)) throw PayloadError(spec.name, "is not valid UTF-8");
+                // jsonb cannot store U+0000.
+                if (value.find('\0') != std::string_view::npos) throw PayloadError(spec.name, "contains a NUL character");
+                if (detail::looks_like_email(value)) throw PayloadError(spec.name, "value is shaped like an e-mail address");
+                if (detail::looks_like_jwt(value)) throw PayloadError(spec.name, "value is shaped like a JWT");
+                if (detail::longest_digit_run(value, true) >= 9) {
+                    throw PayloadError(spec.name, "value is shaped like a phone number or long digit run");
+                }
+                break;
+            default:
+                throw PayloadError(spec.name, std::string("is declared ") + detail::kind_name(spec.kind) + ", not text");
+        }
+        values_[spec.name] = std::string(value);
+        return *this;
+    }
+    SafePayload& set(std::string_view name, const char* value) { return set(name, std::string_view(value)); }
+    SafePayload& set(std::string_view name, const std::string& value) { return set(name, std::string_view(value)); }
+
+    SafePayload& set(std::string_view name, bool value) {
+        const FieldSpec& spec = declared(name);
+        expect_kind(spec, FieldKind::Boolean);
+        values_[spec.name] = value;
+        return *this;
+    }
+
+    template <class T>
+        requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    SafePayload& set(std::string_view name, T value) {
+        const FieldSpec& spec = declared(name);
+        expect_kind(spec, FieldKind::Integer);
+        if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(std::int64_t)) {
+            if (value > static_cast<T>(INT64_MAX)) throw PayloadError(spec.name, "integer does not fit in 64 bits");
+        }
+        values_[spec.name] = static_cast<std::int64_t>(value);
+        return *this;
+    }
+
+    SafePayload& set(std::string_view name, double value) {
+        const FieldSpec& spec = declared(name);
+        expect_kind(spec, FieldKind::Number);
+        if (!(value == value) || value > 1.7976931348623157e308 || value < -1.7976931348623157e308) {
+            throw PayloadError(spec.name, "number is not finite");
+        }
+        values_[spec.name] = value;
+        return *this;
+    }
+
+    /// The payload as compact JSON text. Throws PayloadError when a required field is
+    /// missing or the payload, as PostgreSQL stores it, is larger than kMaxPayloadBytes.
+    [[nodiscard]] std::string json() const {
+        for (const auto& field : schema_->fields()) {
+            if (field.required && !values_.contains(field.name)) throw PayloadError(field.name, "is required but not set");
+        }
+        std::string text = values_.dump();
+        if (detail::stored_size(values_) > kMaxPayloadBytes) {
+            throw PayloadError("*", "payload is larger than " + std::to_string(kMaxPayloadBytes) + " bytes");
+        }
+        return text;
+    }
+
+private:
+    const FieldSpec& declared(std::string_view name) const {
+        const FieldSpec* spec = schema_->find(name);
+        if (spec == nullptr) throw PayloadError(std::string(name), "is not declared in the payload schema");
+        return *spec;
+    }
+    static void expect_kind(const FieldSpec& spec, FieldKind kind) {
+        if (spec.kind != kind) {
+            throw PayloadError(spec.name, std::string("is declared ") + detail::kind_name(spec.kind) + ", got " +
+                                              detail::kind_name(kind));
+        }
+    }
+    static void check_length(const FieldSpec& spec, std::string_view value) {
+        if (value.empty()) throw PayloadError(spec.name, "is empty");
+        if (value.size() > spec.max_length) {
+            throw PayloadError(spec.name, "is longer than " + std::to_string(spec.max_length) + " bytes");
+        }
+    }
+
+    const PayloadSchema* schema_;
+    nlohmann::json values_;
+};
+
+}  // namespace outbox::sdk
