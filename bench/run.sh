@@ -202,7 +202,9 @@ count_log_problems() {
 # scenario once per round, so a machine whose speed drifts (other work, a shared disk)
 # affects every system alike instead of whichever happened to run last.
 
-# outboxd_throughput KEY DESCRIPTION KIND TYPE HOSTS TEMPLATE [ENV=VALUE...]
+# outboxd_throughput KEY DESCRIPTION KIND TYPE HOSTS TEMPLATE [ENV=VALUE...]; drain_args
+# (global, normally empty) is passed on to `outbox_bench drain`.
+drain_args=()
 outboxd_throughput() {
   local key=$1 description=$2 kind=$3 type=$4 hosts=$5 template=$6 line pid_args=() pid
   shift 6
@@ -210,7 +212,7 @@ outboxd_throughput() {
   start_hosts "$key" bench_run "$kind" "$hosts" -- "$@"
   for pid in "${host_pids[@]}"; do pid_args+=(--pid "$pid"); done
   line=$("$tool" drain --url "$base/bench_run" --type "$type" --n "$n" --timeout "$drain_timeout" \
-    --postmaster "$postmaster" "${pid_args[@]}")
+    --postmaster "$postmaster" "${pid_args[@]}" "${drain_args[@]}")
   stop_hosts
   record tp "$key" "$description" "$line"
   log "$description, run $run/$runs: $line"
@@ -254,7 +256,15 @@ if want outboxd; then
     outboxd_throughput outboxd-write-tuned "outboxd tuned + pool_size 64, writes 1 row via ctx.db()" \
       write BenchWrite 1 bench_template "${tuned_env[@]}" OUTBOX_DB_POOL_SIZE=64
   }
-  scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_write_default s_outboxd_write_tuned)
+  # Per-aggregate ordering: the same events over N/10 aggregates (ten in a row each), in the
+  # same round as the unkeyed tuned run it is compared with.
+  s_outboxd_keyed() {
+    drain_args=(--aggregates "$((n / 10))")
+    outboxd_throughput outboxd-keyed "outboxd tuned ($tuned_text), no-op, keyed: $((n / 10)) aggregates" \
+      noop BenchNoop 1 bench_template "${tuned_env[@]}"
+    drain_args=()
+  }
+  scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_keyed s_outboxd_write_default s_outboxd_write_tuned)
 fi
 if want latency; then
   s_outboxd_latency() { outboxd_latency outboxd-default "outboxd defaults, $latency_rate events/s offered"; }

@@ -169,8 +169,8 @@ BEGIN
 END
 $$;
 
--- V8's outbox_publish (SECURITY DEFINER, pinned search_path) with one addition: the
--- registry check after the shape checks. CREATE OR REPLACE keeps its grants.
+-- V10's outbox_publish (SECURITY DEFINER, pinned search_path, per-aggregate sequence) with
+-- one addition: the registry check after the shape checks. CREATE OR REPLACE keeps its grants.
 CREATE OR REPLACE FUNCTION outbox_publish(
     p_company_id text,
     p_event_type text,
@@ -211,12 +211,14 @@ BEGIN
     END IF;
 
     IF p_dedup_key IS NULL THEN
-        INSERT INTO event_publication (company_id, event_type, aggregate_key, payload)
-            VALUES (p_company_id, p_event_type, p_aggregate_key, p_payload)
+        INSERT INTO event_publication (company_id, event_type, aggregate_key, aggregate_seq, payload)
+            VALUES (p_company_id, p_event_type, p_aggregate_key,
+                    outbox_next_aggregate_seq(p_company_id, p_aggregate_key), p_payload)
             RETURNING event_id INTO v_id;
     ELSE
-        INSERT INTO event_publication (company_id, event_type, aggregate_key, dedup_key, payload)
-            VALUES (p_company_id, p_event_type, p_aggregate_key, p_dedup_key, p_payload)
+        INSERT INTO event_publication (company_id, event_type, aggregate_key, aggregate_seq, dedup_key, payload)
+            VALUES (p_company_id, p_event_type, p_aggregate_key,
+                    outbox_next_aggregate_seq(p_company_id, p_aggregate_key), p_dedup_key, p_payload)
             ON CONFLICT (company_id, event_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
             RETURNING event_id INTO v_id;
         IF v_id IS NULL THEN

@@ -34,7 +34,7 @@ TEST_F(AdminRead, AnEventIsShownWithItsStateAndConsumersButNeverItsPayload) {
     EXPECT_EQ(keys, (std::set<std::string>{"event_id", "company_id", "event_type", "aggregate_key", "status",
                                            "attempt_count", "next_attempt_at", "last_error_code", "version",
                                            "occurred_at", "updated_at", "completed_at", "lease_owner",
-                                           "lease_expires_at", "consumed_by"}));
+                                           "lease_expires_at", "blocked_by", "consumed_by"}));
     EXPECT_EQ(event["event_id"], id);
     EXPECT_EQ(event["company_id"], "acme");
     EXPECT_EQ(event["status"], "REVIEW_REQUIRED");

@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include <pqxx/pqxx>
+
 #include "admin_support.hpp"
 #include "metrics/prometheus.hpp"
 #include "support/test_host.hpp"
@@ -133,6 +135,75 @@ TEST_F(MetricsEndpoint, ValuesMatchTheDatabaseAndTheWorkDone) {
     EXPECT_EQ(at("outbox_events_rescued_total"), 0);
     EXPECT_EQ(at("outbox_plugin_load_failures_total"), 1);
     server.stop();
+}
+
+// The operations guide's meanings: a retry waiting for its backoff is still late (it counts
+// in the oldest delay, fleet-wide and per handler); a REVIEW_REQUIRED event waits for a
+// person and has its own gauge; events held back by an earlier one of their aggregate are
+// counted as blocked.
+TEST_F(MetricsEndpoint, OldestDelayCountsRetriesNotYetDueAndReviewAndBlockedHaveTheirOwnGauges) {
+    TestHost host(fast_options(db_.url(), "metrics-host"), {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    host.stop();
+
+    const std::string waiting = publish_many(db_.url(), "TestRequested", "{}", 1)[0];
+    db_.exec("UPDATE event_publication SET status = 'RETRY_WAIT', attempt_count = 1, next_attempt_at = now() + "
+             "interval '1 hour', occurred_at = now() - interval '2000 seconds' WHERE event_id = '" + waiting + "'");
+    const std::string reviewed = review_event(db_);
+    db_.exec("UPDATE event_publication SET occurred_at = now() - interval '3000 seconds' WHERE event_id = '" + reviewed +
+             "'");
+    // Aggregate a: a head and two events behind it; aggregate b: a head alone.
+    pqxx::connection conn(db_.url());
+    {
+        pqxx::work tx(conn);
+        for (const char* key : {"a", "a", "a", "b"}) {
+            tx.exec_params("SELECT outbox_publish('acme', 'TestRequested', '{}', $1)", std::string(key));
+        }
+        tx.commit();
+    }
+
+    admin::AdminOptions options;
+    options.listen = {"127.0.0.1", 0};
+    options.database_url = db_.url();
+    options.host_id = "metrics-host";
+    const std::shared_ptr<const dispatch::HandlerSet> handlers(std::shared_ptr<void>{}, &host.handlers());
+    admin::AdminServer server(options, host.metrics(), handlers);
+    server.start();
+    httplib::Client client("127.0.0.1", server.port());
+    const auto res = client.Get("/metrics");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    const auto m = parse_exposition(res->body);
+    auto at = [&](const std::string& key) {
+        const auto found = m.find(key);
+        EXPECT_NE(found, m.end()) << key << " missing in\n" << res->body;
+        return found == m.end() ? -1.0 : found->second;
+    };
+    const double overall = at("outbox_publications_oldest_delay_seconds");
+    EXPECT_GE(overall, 2000) << "a RETRY_WAIT event not due yet is unfinished";
+    EXPECT_LT(overall, 2060) << "a REVIEW_REQUIRED event is not in the delay";
+    EXPECT_GE(at(R"(outbox_publications_oldest_delay_seconds{handler="scripted"})"), 2000);
+    const double review = at("outbox_publications_oldest_review_seconds");
+    EXPECT_GE(review, 3000);
+    EXPECT_LT(review, 3060);
+    EXPECT_EQ(at("outbox_publications_blocked"), 2) << "the two events behind aggregate a's head";
+    server.stop();
+}
+
+TEST_F(MetricsEndpoint, TheRescuersOutcomesAreCountedAsWorkerLost) {
+    const std::string lost = publish_many(db_.url(), "TestRequested", "{}", 1)[0];
+    db_.exec("UPDATE event_publication SET status = 'PROCESSING', attempt_count = 1, lease_owner = 'dead-host', "
+             "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '1 minute' WHERE event_id = '" +
+             lost + "'");
+    TestHost host(fast_options(db_.url(), "metrics-host"), {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return in_status("COMPLETED") == 1; }, 30s));
+    host.stop();
+    EXPECT_EQ(host.metrics().outcome_count(metrics::Metrics::Outcome::WorkerLost), 1u);
+    const std::string text = metrics::render_prometheus(host.metrics(), std::nullopt, {"h", "1.0.0"});
+    EXPECT_NE(text.find(R"(outbox_publications_processed_total{result="worker_lost"} 1)"), std::string::npos) << text;
+    EXPECT_NE(text.find(R"(outbox_publications_processed_total{result="completed"} 1)"), std::string::npos) << text;
+    EXPECT_NE(text.find(R"(outbox_publications_processed_total{result="discarded"} 0)"), std::string::npos) << text;
 }
 
 TEST(PrometheusText, BucketsAreCumulativeAndLabelsEscaped) {

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -195,6 +196,27 @@ TEST(Migrate, TwoHostsMigratingAtOnceApplyEachVersionOnce) {
     EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_schema_history"), std::to_string(real().size() + 2));
 }
 
+TEST(Migrate, AMigrationLockHeldTooLongIsAnErrorNamingItsHolder) {
+    const EmptyDatabase db;
+    pqxx::connection holder{db.url()};
+    pqxx::nontransaction hold{holder};
+    const int holder_pid = hold.exec1("SELECT pg_backend_pid()")[0].as<int>();
+    hold.exec("SELECT pg_advisory_lock(x'6f7574626f78'::bigint)");
+
+    pqxx::connection conn{db.url()};
+    outbox::db::MigrateOptions options;
+    options.lock_wait = std::chrono::milliseconds{300};
+    try {
+        Migrator{real()}.migrate(conn, {}, options);
+        FAIL() << "a held lock must not be waited for past lock_wait";
+    } catch (const outbox::db::MigrationError& e) {
+        EXPECT_NE(std::string(e.what()).find("backend pid " + std::to_string(holder_pid)), std::string::npos) << e.what();
+    }
+    pqxx::nontransaction check{conn};
+    EXPECT_FALSE(check.exec1("SELECT to_regclass('event_publication') IS NOT NULL")[0].as<bool>())
+        << "nothing is applied without the lock";
+}
+
 TEST(Migrate, EditedAppliedMigrationIsRefused) {
     const EmptyDatabase db;
     pqxx::connection conn{db.url()};
@@ -383,7 +405,7 @@ TEST_F(FleetDuringMigration, OfflineMigrationIsRefusedWhileHostsOfAnOlderRelease
     EXPECT_FALSE(applied(1001)) << "nothing is applied";
     EXPECT_EQ(db_.scalar("SELECT to_regclass('rewritten') IS NULL"), "t");
 
-    const auto done = Migrator{real_plus({offline_})}.migrate(conn_, {}, MigrateOptions{.allow_offline = true});
+    const auto done = Migrator{real_plus({offline_})}.migrate(conn_, {}, MigrateOptions{.allow_offline = true, .lock_wait = std::nullopt});
     ASSERT_EQ(done.size(), 1U) << "--offline applies it";
     EXPECT_TRUE(applied(1001));
 }

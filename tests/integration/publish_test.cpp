@@ -313,6 +313,10 @@ TEST(PublishSchema, CheckConstraintsRejectInvalidRows) {
                            "event_publication_lease_check");
     expect_check_violation(db, insert + ", status) VALUES ('acme', 'WebsiteRegistered', '{}', 'COMPLETED')",
                            "event_publication_completed_check");
+    expect_check_violation(db, insert + ", status) VALUES ('acme', 'WebsiteRegistered', '{}', 'DISCARDED')",
+                           "event_publication_completed_check");
+    expect_check_violation(db, insert + ", status, completed_at) VALUES ('acme', 'WebsiteRegistered', '{}', 'PENDING', now())",
+                           "event_publication_completed_check");
     expect_check_violation(db, insert + ", attempt_count) VALUES ('acme', 'WebsiteRegistered', '{}', -1)",
                            "event_publication_attempt_count_check");
     expect_check_violation(db, insert + ") VALUES ('acme', 'WebsiteRegistered', '[]')",

@@ -1,4 +1,4 @@
-// Retention: only COMPLETED rows older than outbox.retention go, with their consumption
+// Retention: only COMPLETED and DISCARDED rows older than outbox.retention go, with their consumption
 // rows, in batches, by one host at a time.
 #include <gtest/gtest.h>
 
@@ -64,6 +64,25 @@ TEST_F(RetentionTest, DeletesOnlyCompletedRowsOlderThanTheRetentionWithTheirCons
     EXPECT_EQ(count("SELECT count(*) FROM outbox_manual_retry"), 1) << "operator history outlives the event";
 
     EXPECT_EQ(Retention(7 * 24h).run_once(conn), std::optional<long long>(0)) << "a second pass finds nothing";
+}
+
+TEST_F(RetentionTest, DeletesOldDiscardedRowsLikeCompletedOnes) {
+    const auto old_discarded = publish_many(db_.url(), "TestRequested", "{}", 4);
+    db_.exec("UPDATE event_publication SET status = 'DISCARDED', attempt_count = 8, completed_at = now() - interval "
+             "'8 days' WHERE status = 'PENDING'");
+    const auto recent_discarded = publish_many(db_.url(), "TestRequested", "{}", 2);
+    db_.exec("UPDATE event_publication SET status = 'DISCARDED', attempt_count = 8, completed_at = now() - interval "
+             "'6 days' WHERE status = 'PENDING'");
+    const std::string review = review_event(db_);
+    db_.exec("UPDATE event_publication SET updated_at = now() - interval '30 days' WHERE status = 'REVIEW_REQUIRED'");
+
+    pqxx::connection conn(db_.url());
+    const auto deleted = Retention(7 * 24h).run_once(conn);
+    ASSERT_TRUE(deleted);
+    EXPECT_EQ(*deleted, 4);
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'DISCARDED'"), 2)
+        << "recently discarded events stay until the retention has passed";
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE event_id = '" + review + "'"), 1);
 }
 
 // There is no foreign key from event_consumption (migration V5); a statement-level trigger

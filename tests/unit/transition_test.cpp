@@ -148,3 +148,28 @@ TEST(Transition, UnsafeErrorCodesAreReplaced) {
 }
 
 }  // namespace
+
+namespace {
+
+using outbox::core::OperatorAction;
+using outbox::core::operator_transition;
+
+TEST(OperatorTransition, RetryOfAReviewedEventMakesItPendingAgain) {
+    EXPECT_EQ(operator_transition(EventStatus::ReviewRequired, OperatorAction::Retry), EventStatus::Pending);
+}
+
+TEST(OperatorTransition, DiscardOfAReviewedEventMakesItDiscarded) {
+    EXPECT_EQ(operator_transition(EventStatus::ReviewRequired, OperatorAction::Discard), EventStatus::Discarded);
+}
+
+TEST(OperatorTransition, OnlyReviewedEventsCanBeRetriedOrDiscarded) {
+    for (const auto status : {EventStatus::Pending, EventStatus::Processing, EventStatus::RetryWait,
+                              EventStatus::Completed, EventStatus::Discarded}) {
+        for (const auto action : {OperatorAction::Retry, OperatorAction::Discard}) {
+            EXPECT_FALSE(operator_transition(status, action).has_value())
+                << outbox::core::to_text(status) << " must not move on an operator action";
+        }
+    }
+}
+
+}  // namespace

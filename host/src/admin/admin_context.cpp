@@ -35,7 +35,7 @@ std::string admin_connection_url(const std::string& url, std::chrono::millisecon
 
 }  // namespace
 
-AdminContext::AdminContext(AdminOptions options, const metrics::Metrics& metrics, AdminServer::HandlerSource handlers)
+AdminContext::AdminContext(AdminOptions options, metrics::Metrics& metrics, AdminServer::HandlerSource handlers)
     : options_(std::move(options)), metrics_(metrics), handler_source_(std::move(handlers)), auth_(options_.jwt, options_.platform_roles),
       pool_(admin_connection_url(options_.database_url, options_.statement_timeout), options_.db_connections),
       probe_pool_(admin_connection_url(options_.database_url, options_.statement_timeout),

@@ -18,10 +18,11 @@ namespace outbox::admin {
 /// authenticator and the admin database pool.
 class AdminContext {
 public:
-    AdminContext(AdminOptions options, const metrics::Metrics& metrics, AdminServer::HandlerSource handlers);
+    AdminContext(AdminOptions options, metrics::Metrics& metrics, AdminServer::HandlerSource handlers);
 
     [[nodiscard]] const AdminOptions& options() const noexcept { return options_; }
-    [[nodiscard]] const metrics::Metrics& metrics() const noexcept { return metrics_; }
+    /// The host's counters: read by /metrics, counted into by the discard endpoint.
+    [[nodiscard]] metrics::Metrics& metrics() const noexcept { return metrics_; }
     [[nodiscard]] const Authenticator& auth() const noexcept { return auth_; }
     /// The handlers the host routes to now (never null).
     [[nodiscard]] std::shared_ptr<const dispatch::HandlerSet> handlers() const;
@@ -77,7 +78,7 @@ private:
     }
 
     AdminOptions options_;
-    const metrics::Metrics& metrics_;
+    metrics::Metrics& metrics_;
     AdminServer::HandlerSource handler_source_;
     Authenticator auth_;
     db::ConnectionPool pool_;

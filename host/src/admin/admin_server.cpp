@@ -64,13 +64,14 @@ TransportOptions transport_options(const AdminOptions& o) {
 }  // namespace
 
 struct AdminServer::Impl {
-    Impl(AdminOptions o, const metrics::Metrics& m, HandlerSource h)
+    Impl(AdminOptions o, metrics::Metrics& m, HandlerSource h)
         : context(std::move(o), m, std::move(h)),
           transport(transport_options(context.options()), router) {
         add_probe_endpoints(router, context);
         add_event_read_endpoints(router, context);
         add_retry_endpoints(router, context);
         add_operator_endpoints(router, context);
+        add_discard_endpoints(router, context);
         add_fleet_endpoints(router, context);
     }
 
@@ -81,10 +82,10 @@ struct AdminServer::Impl {
     bool started = false;
 };
 
-AdminServer::AdminServer(AdminOptions options, const metrics::Metrics& metrics, HandlerSource handlers)
+AdminServer::AdminServer(AdminOptions options, metrics::Metrics& metrics, HandlerSource handlers)
     : impl_(std::make_unique<Impl>(std::move(options), metrics, std::move(handlers))) {}
 
-AdminServer::AdminServer(AdminOptions options, const metrics::Metrics& metrics,
+AdminServer::AdminServer(AdminOptions options, metrics::Metrics& metrics,
                          std::shared_ptr<const dispatch::HandlerSet> handlers)
     : AdminServer(std::move(options), metrics, HandlerSource([handlers] { return handlers; })) {}
 

@@ -60,9 +60,9 @@ public:
     /// read by /readyz and /metrics at each request. Must be thread-safe.
     using HandlerSource = std::function<std::shared_ptr<const dispatch::HandlerSet>()>;
 
-    AdminServer(AdminOptions options, const metrics::Metrics& metrics, HandlerSource handlers);
+    AdminServer(AdminOptions options, metrics::Metrics& metrics, HandlerSource handlers);
     /// With a fixed handler set (null: none).
-    AdminServer(AdminOptions options, const metrics::Metrics& metrics,
+    AdminServer(AdminOptions options, metrics::Metrics& metrics,
                 std::shared_ptr<const dispatch::HandlerSet> handlers);
     ~AdminServer();
     AdminServer(const AdminServer&) = delete;

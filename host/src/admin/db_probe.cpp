@@ -9,11 +9,15 @@ namespace outbox::admin {
 namespace {
 
 // Each count names one status so it matches a partial index predicate (due, lease, review);
-// `status <> 'COMPLETED'` would match none and read every COMPLETED row.
+// `status <> 'COMPLETED'` would match none and read every COMPLETED row. Unfinished means
+// PENDING, RETRY_WAIT (due or not: a retry waiting for its backoff is still late) and
+// PROCESSING; REVIEW_REQUIRED waits for a person and has its own gauge. Blocked: waiting
+// events held back by an unfinished or reviewed earlier event of their aggregate, both
+// sides read from the aggregate index (unfinished keyed events only).
 constexpr const char* kGaugesSql = R"SQL(
 WITH live AS MATERIALIZED (
     SELECT event_id, event_type, occurred_at FROM event_publication
-    WHERE (status IN ('PENDING', 'RETRY_WAIT') AND next_attempt_at <= now()) OR status = 'PROCESSING'
+    WHERE status IN ('PENDING', 'RETRY_WAIT') OR status = 'PROCESSING'
 ), handler_types AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS h(handler, event_type)
 )
@@ -28,7 +32,15 @@ SELECT
         FROM handler_types h JOIN live l ON l.event_type = h.event_type
         WHERE NOT EXISTS (SELECT 1 FROM event_consumption c
                           WHERE c.event_id = l.event_id AND c.handler_name = h.handler)
-        GROUP BY h.handler) d)
+        GROUP BY h.handler) d),
+    (SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::float8 FROM event_publication
+     WHERE status = 'REVIEW_REQUIRED'),
+    (SELECT count(*) FROM event_publication w
+     WHERE w.aggregate_seq IS NOT NULL AND w.status IN ('PENDING', 'RETRY_WAIT')
+       AND EXISTS (SELECT 1 FROM event_publication earlier
+                   WHERE earlier.company_id = w.company_id AND earlier.aggregate_key = w.aggregate_key
+                     AND earlier.aggregate_seq < w.aggregate_seq AND earlier.aggregate_seq IS NOT NULL
+                     AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')))
 )SQL";
 
 void limit_statement(pqxx::transaction_base& tx, std::chrono::milliseconds timeout) {
@@ -67,6 +79,8 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::Handler
     for (const auto& [handler, delay] : per_handler.items()) {
         gauges.handler_oldest_delay_seconds[handler] = delay.get<double>();
     }
+    gauges.oldest_review_seconds = row[6].as<double>();
+    gauges.blocked = row[7].as<long long>();
     return gauges;
 }
 

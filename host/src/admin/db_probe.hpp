@@ -10,9 +10,11 @@
 namespace outbox::admin {
 
 /// Reads the database gauges of /metrics in one statement under `timeout`: counts per
-/// non-COMPLETED status (each count is served by that status' partial index, never by a
-/// scan of COMPLETED rows), the oldest due or in-flight event's age, and the same per
-/// handler of `handlers` (types it supports, not yet consumed by it). Throws on failure.
+/// unfinished or reviewed status (each count is served by that status' partial index, never
+/// by a scan of COMPLETED rows), the oldest unfinished event's age (PENDING, RETRY_WAIT due or
+/// not, PROCESSING), the same per handler of `handlers` (types it supports, not yet consumed
+/// by it), the oldest REVIEW_REQUIRED event's age and the number of events blocked behind an
+/// earlier event of their aggregate. Throws on failure.
 metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::HandlerSet& handlers,
                                  std::chrono::milliseconds timeout);
 

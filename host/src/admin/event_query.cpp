@@ -11,7 +11,9 @@ namespace outbox::admin {
 namespace {
 
 // The operator's view of an event: never the payload or the dedup key (both may carry
-// business data); timestamps as ISO 8601 in UTC.
+// business data); timestamps as ISO 8601 in UTC. blocked_by: the earliest unfinished or
+// reviewed event of the same aggregate that holds this waiting event back (the claim's
+// ordering rule), null when nothing does.
 constexpr const char* kColumns = R"SQL(
 json_build_object(
     'event_id', p.event_id, 'company_id', p.company_id, 'event_type', p.event_type,
@@ -19,6 +21,12 @@ json_build_object(
     'next_attempt_at', p.next_attempt_at, 'last_error_code', p.last_error_code, 'version', p.version,
     'occurred_at', p.occurred_at, 'updated_at', p.updated_at, 'completed_at', p.completed_at,
     'lease_owner', p.lease_owner, 'lease_expires_at', p.lease_expires_at,
+    'blocked_by', CASE WHEN p.aggregate_seq IS NOT NULL AND p.status IN ('PENDING', 'RETRY_WAIT', 'REVIEW_REQUIRED') THEN
+        (SELECT earlier.event_id FROM event_publication earlier
+         WHERE earlier.company_id = p.company_id AND earlier.aggregate_key = p.aggregate_key
+           AND earlier.aggregate_seq < p.aggregate_seq AND earlier.aggregate_seq IS NOT NULL
+           AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')
+         ORDER BY earlier.aggregate_seq LIMIT 1) END,
     'consumed_by', ARRAY(SELECT c.handler_name FROM event_consumption c
                          WHERE c.event_id = p.event_id ORDER BY c.handler_name))::text
 )SQL";
@@ -39,8 +47,8 @@ ORDER BY p.occurred_at DESC, p.event_id DESC
 LIMIT $6
 )SQL";
 
-constexpr std::array<std::string_view, 5> kStatuses{"PENDING", "PROCESSING", "RETRY_WAIT", "COMPLETED",
-                                                    "REVIEW_REQUIRED"};
+constexpr std::array<std::string_view, 6> kStatuses{"PENDING",   "PROCESSING",      "RETRY_WAIT",
+                                                    "COMPLETED", "REVIEW_REQUIRED", "DISCARDED"};
 
 const std::regex& uuid_pattern() {
     static const std::regex pattern("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
@@ -83,7 +91,7 @@ std::optional<FilterError> parse_event_filter(const std::optional<std::string>& 
     if (status) {
         if (std::find(kStatuses.begin(), kStatuses.end(), *status) == kStatuses.end()) {
             return FilterError{"INVALID_STATUS",
-                               "status must be one of PENDING, PROCESSING, RETRY_WAIT, COMPLETED, REVIEW_REQUIRED"};
+                               "status must be one of PENDING, PROCESSING, RETRY_WAIT, COMPLETED, REVIEW_REQUIRED, DISCARDED"};
         }
         filter.status = status;
     }

@@ -19,8 +19,9 @@ int run_command(const config::Config& config, bool migrate_first);
 /// release (not online) and `offline` is not set, 1 on other failures.
 int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline);
 
-/// `outboxd status`: counts by status and type, the oldest undelivered event's age, event
-/// types no handler in the fleet has claimed, and REVIEW_REQUIRED counts by code.
+/// `outboxd status`: counts by status and type, the oldest undelivered event's age, the
+/// events blocked behind an earlier event of their aggregate, event types no handler in
+/// the fleet has claimed, and REVIEW_REQUIRED counts by code.
 int status_command(const config::Config& config);
 
 struct RetryArgs {

@@ -40,12 +40,15 @@ void warn_about_unused_sections(const config::Config& config, const dispatch::Ha
 }
 
 // Returns the database's schema version, which this host has found compatible.
-int check_schema(pqxx::connection& conn, bool migrate_first) {
+int check_schema(pqxx::connection& conn, bool migrate_first, std::chrono::milliseconds lock_wait) {
     const db::Migrator migrator;
     const std::string self = "this outboxd " OUTBOXD_VERSION;
     try {
         if (migrate_first) {
-            for (const auto& applied : migrator.migrate(conn)) log::info("applied migration " + applied.file_name);
+            const db::MigrateOptions options{.allow_offline = false, .lock_wait = lock_wait};
+            for (const auto& applied : migrator.migrate(conn, {}, options)) {
+                log::info("applied migration " + applied.file_name);
+            }
         }
         const db::SchemaStatus status = migrator.status(conn);
         if (!status.pending.empty()) {
@@ -158,7 +161,7 @@ bool Host::start(std::stop_token stop) {
     {
         auto conn = connect_at_start_up(config_, stop);
         if (!conn) return false;
-        schema_accepted_ = check_schema(*conn, options_.migrate_first);
+        schema_accepted_ = check_schema(*conn, options_.migrate_first, config_.database.startup_timeout);
     }
     if (stop.stop_requested()) return false;
 

@@ -116,7 +116,7 @@ int migrate_command(const config::Config& config, const db::RoleNames& roles, bo
     try {
         std::stop_source never;
         auto conn = connect_at_start_up(config, never.get_token());
-        const auto applied = db::Migrator().migrate(*conn, roles, db::MigrateOptions{offline});
+        const auto applied = db::Migrator().migrate(*conn, roles, db::MigrateOptions{.allow_offline = offline, .lock_wait = config.database.startup_timeout});
         if (applied.empty()) std::cout << "schema is up to date\n";
         for (const auto& m : applied) {
             std::cout << "applied " << m.file_name << " in " << m.duration_ms << " ms\n";

@@ -21,15 +21,28 @@ SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::bigint
 FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
 )SQL";
 
+// Waiting events held back by an earlier unfinished or reviewed event of their aggregate.
+#define OUTBOX_EARLIER_UNFINISHED(w)                                                                     \
+    "EXISTS (SELECT 1 FROM event_publication earlier WHERE earlier.company_id = " w ".company_id "     \
+    "AND earlier.aggregate_key = " w ".aggregate_key AND earlier.aggregate_seq < " w ".aggregate_seq " \
+    "AND earlier.aggregate_seq IS NOT NULL "                                                           \
+    "AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED'))"
+
+constexpr const char* kBlockedSql =
+    "SELECT count(*) FROM event_publication w WHERE w.aggregate_seq IS NOT NULL "
+    "AND w.status IN ('PENDING', 'RETRY_WAIT') AND " OUTBOX_EARLIER_UNFINISHED("w");
+
 // A type is reported unhandled when it has due events nobody has ever attempted for over a
-// minute while nothing of that type is in flight: no host in the fleet claims it.
-constexpr const char* kUnhandledSql = R"SQL(
-SELECT event_type, count(*), extract(epoch FROM now() - min(occurred_at))::bigint
-FROM event_publication p
-WHERE status = 'PENDING' AND attempt_count = 0 AND next_attempt_at < now() - interval '1 minute'
-  AND NOT EXISTS (SELECT 1 FROM event_publication q WHERE q.status = 'PROCESSING' AND q.event_type = p.event_type)
-GROUP BY event_type ORDER BY event_type
-)SQL";
+// minute while nothing of that type is in flight: no host in the fleet claims it. Events
+// blocked behind an earlier one of their aggregate are not counted: they are waiting, not lost.
+constexpr const char* kUnhandledSql =
+    "SELECT event_type, count(*), extract(epoch FROM now() - min(occurred_at))::bigint "
+    "FROM event_publication p "
+    "WHERE status = 'PENDING' AND attempt_count = 0 AND next_attempt_at < now() - interval '1 minute' "
+    "AND NOT EXISTS (SELECT 1 FROM event_publication q WHERE q.status = 'PROCESSING' AND q.event_type = p.event_type) "
+    "AND NOT (p.aggregate_seq IS NOT NULL AND " OUTBOX_EARLIER_UNFINISHED("p") ") "
+    "GROUP BY event_type ORDER BY event_type";
+#undef OUTBOX_EARLIER_UNFINISHED
 
 constexpr const char* kReviewSql = R"SQL(
 SELECT event_type, coalesce(last_error_code, '-'), count(*) FROM event_publication
@@ -82,6 +95,8 @@ int status_command(const config::Config& config) {
             std::cout << std::setw(18) << row[0].c_str() << std::setw(32) << row[1].c_str() << row[2].c_str() << "\n";
         }
         std::cout << "\noldest undelivered event: " << tx.exec(kOldestSql)[0][0].as<long long>() << "s old\n";
+        std::cout << "blocked behind an earlier event of their aggregate: " << tx.exec(kBlockedSql)[0][0].c_str()
+                  << " event(s)\n";
         const pqxx::result unhandled = tx.exec(kUnhandledSql);
         std::cout << "\nUNHANDLED EVENT TYPES (pending for over a minute, never claimed)\n";
         if (unhandled.empty()) std::cout << "none\n";

@@ -5,12 +5,13 @@
 
 namespace outbox::core {
 namespace {
-constexpr std::array<std::pair<EventStatus, std::string_view>, 5> kStatusText{{
+constexpr std::array<std::pair<EventStatus, std::string_view>, 6> kStatusText{{
     {EventStatus::Pending, "PENDING"},
     {EventStatus::Processing, "PROCESSING"},
     {EventStatus::RetryWait, "RETRY_WAIT"},
     {EventStatus::Completed, "COMPLETED"},
     {EventStatus::ReviewRequired, "REVIEW_REQUIRED"},
+    {EventStatus::Discarded, "DISCARDED"},
 }};
 }  // namespace
 
@@ -19,6 +20,10 @@ std::string_view to_text(EventStatus status) noexcept {
         if (value == status) return text;
     }
     return "UNKNOWN";
+}
+
+bool is_terminal(EventStatus status) noexcept {
+    return status == EventStatus::Completed || status == EventStatus::Discarded;
 }
 
 std::optional<EventStatus> status_from_text(std::string_view text) noexcept {

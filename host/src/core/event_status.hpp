@@ -11,8 +11,13 @@ enum class EventStatus {
     Processing,      // the scheduler's claim; left by the lease store (fenced) or the rescuer (expired lease).
     RetryWait,       // a retryable failure or a rescued lease; the scheduler claims it once due.
     Completed,       // every supporting handler consumed the event; only retention deletes it.
-    ReviewRequired,  // non-retryable failure or attempts used up; only an operator retry moves it.
+    ReviewRequired,  // non-retryable failure or attempts used up; only an operator (retry or discard) moves it.
+    Discarded,       // an operator gave up on a REVIEW_REQUIRED event; never run again; only retention deletes it.
 };
+
+/// COMPLETED and DISCARDED: no handler runs the event again and nothing moves it out. Every
+/// other status holds back the later events of the same aggregate.
+bool is_terminal(EventStatus status) noexcept;
 
 /// The single mapping between the enum and the text stored in event_publication.status.
 std::string_view to_text(EventStatus status) noexcept;

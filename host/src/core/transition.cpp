@@ -30,6 +30,11 @@ std::optional<Transition> decide_transition(const std::vector<HandlerOutcome>& o
     return Transition{EventStatus::RetryWait, now + std::max(backoff, retry_after), retry->error_code};
 }
 
+std::optional<EventStatus> operator_transition(EventStatus from, OperatorAction action) noexcept {
+    if (from != EventStatus::ReviewRequired) return std::nullopt;
+    return action == OperatorAction::Retry ? EventStatus::Pending : EventStatus::Discarded;
+}
+
 std::string sanitize_error_code(const std::string& code) {
     const bool ok = !code.empty() && code.size() <= 64 && code[0] >= 'A' && code[0] <= 'Z' &&
                     std::all_of(code.begin(), code.end(),

@@ -42,6 +42,16 @@ std::optional<Transition> decide_transition(const std::vector<HandlerOutcome>& o
                                             int max_attempts, const RetryPolicy& policy, Clock::time_point now,
                                             double unit_random);
 
+/// What an operator can do to one event.
+enum class OperatorAction {
+    Retry,    // run it again from attempt 1
+    Discard,  // give up on it: handlers never run it again, its aggregate's later events go on
+};
+
+/// Where an operator action moves an event in `from`: only REVIEW_REQUIRED events can be
+/// retried (-> PENDING) or discarded (-> DISCARDED); nullopt for every other status.
+std::optional<EventStatus> operator_transition(EventStatus from, OperatorAction action) noexcept;
+
 inline constexpr const char* kWorkerLostCode = "WORKER_LOST";
 
 /// Returns `code` when it is a safe token ([A-Z][A-Z0-9_]{0,63}), otherwise "INVALID_ERROR_CODE":

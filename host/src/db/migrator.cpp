@@ -315,11 +315,24 @@ class AdvisoryLock {
 public:
     // Polled rather than waited for inside one statement: a waiting statement is an open
     // transaction, which a CREATE INDEX CONCURRENTLY of the lock holder waits for in turn.
-    explicit AdvisoryLock(pqxx::connection& conn) : conn_(conn) {
+    AdvisoryLock(pqxx::connection& conn, std::optional<std::chrono::milliseconds> wait) : conn_(conn) {
+        const auto deadline = std::chrono::steady_clock::now() + wait.value_or(std::chrono::milliseconds::zero());
         while (true) {
             {
                 pqxx::nontransaction tx{conn_};
                 if (tx.exec_params1("SELECT pg_try_advisory_lock($1)", kMigrationLockKey)[0].as<bool>()) return;
+                if (wait && std::chrono::steady_clock::now() >= deadline) {
+                    // A bigint advisory key is stored as (classid, objid) = (high, low) 32 bits.
+                    const auto holder = tx.exec_params(
+                        "SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted"
+                        " AND classid::bigint = ($1::bigint >> 32) AND objid::bigint = ($1::bigint & 4294967295)"
+                        " AND objsubid = 1 LIMIT 1",
+                        kMigrationLockKey);
+                    const std::string who = holder.empty() ? "another session" : "backend pid " + holder[0][0].as<std::string>();
+                    throw MigrationError("another migration (" + who + ") has held the migration lock for " +
+                                           std::to_string(wait->count() / 1000) +
+                                           "s (database.startup_timeout): wait for it to finish, or end that session");
+                }
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
@@ -571,7 +584,7 @@ MigrationHeader parse_migration_header(std::string_view file_name, std::string_v
 std::vector<AppliedMigration> Migrator::migrate(pqxx::connection& conn, const RoleNames& roles,
                                               MigrateOptions options) const {
     const std::vector<Migration> migrations = validated(migrations_);
-    const AdvisoryLock lock{conn};
+    const AdvisoryLock lock{conn, options.lock_wait};
 
     std::map<int, HistoryRow> history;
     std::vector<std::string> sums;

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <stdexcept>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +52,9 @@ struct MigrateOptions {
     /// Apply offline migrations (and ones that leave live hosts behind) even while hosts of
     /// an older release are registered live in outbox_host (`outboxd migrate --offline`).
     bool allow_offline = false;
+    /// How long to wait for another migrator's lock before failing with MigrationError
+    /// naming its backend pid (callers pass database.startup_timeout); nullopt waits forever.
+    std::optional<std::chrono::milliseconds> lock_wait;
 };
 
 struct AppliedMigration {

@@ -40,6 +40,7 @@ void Rescuer::run(std::stop_token stop) {
                 stop);
             if (moved > 0) {
                 metrics_.events_rescued(static_cast<std::uint64_t>(moved));
+                metrics_.event_outcome(metrics::Metrics::Outcome::WorkerLost, static_cast<std::uint64_t>(moved));
                 log::warn(std::to_string(moved) + " event(s) found with an expired lease; made claimable again",
                           {.code = "WORKER_LOST"});
             }

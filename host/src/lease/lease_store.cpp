@@ -7,6 +7,23 @@
 namespace outbox::lease {
 namespace {
 
+// Per-aggregate ordering: an event with a position in its aggregate is due only when no
+// earlier event of that aggregate is unfinished (PENDING, PROCESSING, RETRY_WAIT) or waits
+// for an operator (REVIEW_REQUIRED). Positions follow the publishers' commit order, so a
+// snapshot that sees an event sees all its predecessors; a predecessor never leaves
+// COMPLETED or DISCARDED, so a successor the snapshot lets through is safe to start. The
+// lookup is one descent of event_publication_aggregate_idx (unfinished events only);
+// events without a key skip it.
+constexpr const char* kAggregateHeadFilter = R"SQL(
+      AND (aggregate_seq IS NULL OR NOT EXISTS (
+            SELECT 1 FROM event_publication earlier
+            WHERE earlier.company_id = event_publication.company_id
+              AND earlier.aggregate_key = event_publication.aggregate_key
+              AND earlier.aggregate_seq < event_publication.aggregate_seq
+              AND earlier.aggregate_seq IS NOT NULL
+              AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')))
+)SQL";
+
 // Claim: the due-row CTE walks a partial index in next_attempt_at order and skips rows
 // another host has locked; attempt_count is counted here so a crash still counts. The
 // update finds the locked rows by key (= ANY of their ids), never by a join the planner
@@ -20,6 +37,7 @@ WITH due AS (
     SELECT event_id FROM event_publication
     WHERE )SQL";
     sql += due_filter;
+    sql += kAggregateHeadFilter;
     sql += R"SQL(
       AND next_attempt_at <= now() AND event_type = ANY($1::text[])
     ORDER BY next_attempt_at

@@ -8,20 +8,25 @@
 namespace outbox::lease {
 namespace {
 
-// The inner SELECT walks the completed_at partial index oldest first; the outer status
-// check keeps the DELETE honest even if a row changed since (nothing moves rows out of
-// COMPLETED today).
-constexpr const char* kDeleteBatchSql = R"SQL(
+// The inner SELECT walks the completed_at partial index of one finished status (COMPLETED
+// or DISCARDED) oldest first; the outer status check keeps the DELETE honest even if a row
+// changed since (nothing moves rows out of either status today).
+std::string delete_batch_sql(const char* status) {
+    const std::string quoted = std::string("'") + status + "'";
+    return R"SQL(
 DELETE FROM event_publication
 WHERE event_id IN (
     SELECT event_id FROM event_publication
-    WHERE status = 'COMPLETED'
+    WHERE status = )SQL" + quoted + R"SQL(
       AND completed_at < coalesce($2::timestamptz, now()) - $1::bigint * interval '1 millisecond'
     ORDER BY completed_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED)
-  AND status = 'COMPLETED'
-)SQL";
+  AND status = )SQL" + quoted;
+}
+
+const std::string kDeleteCompletedSql = delete_batch_sql("COMPLETED");
+const std::string kDeleteDiscardedSql = delete_batch_sql("DISCARDED");
 
 }  // namespace
 
@@ -41,17 +46,20 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
     long long deleted = 0;
     const auto started = std::chrono::steady_clock::now();
     try {
-        for (;;) {
-            pqxx::work tx(conn);
-            tx.exec("SET LOCAL statement_timeout = '30s'");
-            const auto n = tx.exec_params0(kDeleteBatchSql, static_cast<long long>(retention_.count()), now, batch_)
-                               .affected_rows();
-            tx.commit();
-            deleted += static_cast<long long>(n);
-            if (n < static_cast<std::size_t>(batch_) || stop.stop_requested() ||
-                std::chrono::steady_clock::now() - started > kPassBudget) {
-                break;
+        for (const std::string* sql : {&kDeleteCompletedSql, &kDeleteDiscardedSql}) {
+            for (;;) {
+                pqxx::work tx(conn);
+                tx.exec("SET LOCAL statement_timeout = '30s'");
+                const auto n =
+                    tx.exec_params0(*sql, static_cast<long long>(retention_.count()), now, batch_).affected_rows();
+                tx.commit();
+                deleted += static_cast<long long>(n);
+                if (n < static_cast<std::size_t>(batch_) || stop.stop_requested() ||
+                    std::chrono::steady_clock::now() - started > kPassBudget) {
+                    break;
+                }
             }
+            if (stop.stop_requested() || std::chrono::steady_clock::now() - started > kPassBudget) break;
         }
     } catch (...) {
         try {
@@ -76,7 +84,7 @@ void Retention::run(const std::string& url, db::OutageLog& outage, std::chrono::
         // host's guard bounds the whole pass.
         if (!session.run([&](pqxx::connection& conn) { deleted = run_once(conn, stop); }, stop, kPassBound)) continue;
         if (deleted && *deleted > 0) {
-            log::info("retention deleted " + std::to_string(*deleted) + " COMPLETED event(s) older than " +
+            log::info("retention deleted " + std::to_string(*deleted) + " COMPLETED or DISCARDED event(s) older than " +
                       std::to_string(retention_.count() / 1000) + "s");
         }
     } while (db::sleep_for(interval, stop));

@@ -11,7 +11,7 @@
 
 namespace outbox::lease {
 
-/// Deletes COMPLETED events (and, by ON DELETE CASCADE, their consumption rows) whose
+/// Deletes COMPLETED and DISCARDED events (and, by ON DELETE CASCADE, their consumption rows) whose
 /// completed_at is older than outbox.retention. Nothing else is ever deleted: not
 /// REVIEW_REQUIRED, not anything unfinished, not the manual-retry or audit history.
 /// One host at a time: a pass runs only while it holds a session advisory lock on its

@@ -2,7 +2,9 @@
 
 namespace outbox::metrics {
 
-void Metrics::event_outcome(Outcome outcome) noexcept { ++outcomes_[static_cast<std::size_t>(outcome)]; }
+void Metrics::event_outcome(Outcome outcome, std::uint64_t n) noexcept {
+    outcomes_[static_cast<std::size_t>(outcome)] += n;
+}
 
 std::uint64_t Metrics::outcome_count(Outcome outcome) const noexcept {
     return outcomes_[static_cast<std::size_t>(outcome)];

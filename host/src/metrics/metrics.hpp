@@ -23,9 +23,11 @@ struct Histogram {
 /// Process-wide counters of what this host did. Thread-safe; cheap on the hot path.
 class Metrics {
 public:
-    enum class Outcome { Completed, Retry, ReviewRequired };
+    /// What became of an event attempt (or of an event an operator discarded): WorkerLost is
+    /// the rescuer's outcome for an attempt whose host stopped renewing its lease.
+    enum class Outcome { Completed, Retry, ReviewRequired, WorkerLost, Discarded };
 
-    void event_outcome(Outcome outcome) noexcept;
+    void event_outcome(Outcome outcome, std::uint64_t n = 1) noexcept;
     void handler_call(const std::string& handler, const std::string& result, std::chrono::nanoseconds duration);
     void leases_lost(std::uint64_t n) noexcept { leases_lost_ += n; }
     void events_claimed(std::uint64_t n) noexcept { claimed_ += n; }
@@ -45,7 +47,7 @@ public:
     [[nodiscard]] std::map<std::string, Histogram> handler_durations() const;
 
 private:
-    std::array<std::atomic<std::uint64_t>, 3> outcomes_{};
+    std::array<std::atomic<std::uint64_t>, 5> outcomes_{};
     std::atomic<std::uint64_t> leases_lost_{0};
     std::atomic<std::uint64_t> claimed_{0};
     std::atomic<std::uint64_t> rescued_{0};

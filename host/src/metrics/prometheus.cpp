@@ -83,13 +83,13 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
     w.family("outbox_database_up", "gauge", "1 when this scrape's database query succeeded (the DB gauges below are present).");
     w.sample("outbox_database_up", {}, gauges ? "1" : "0");
     if (gauges) {
-        w.family("outbox_publications_backlog", "gauge", "Events not COMPLETED, by status (fleet-wide, from the database).");
+        w.family("outbox_publications_backlog", "gauge", "Events not finished (neither COMPLETED nor DISCARDED), by status (fleet-wide, from the database).");
         for (const auto& [status, count] : gauges->backlog) {
             w.sample("outbox_publications_backlog", {{"status", status}}, std::to_string(count));
         }
         w.family("outbox_publications_oldest_delay_seconds", "gauge",
-                 "Age of the oldest due or in-flight event (fleet-wide); per handler: of a type it supports and has "
-                 "not consumed.");
+                 "Age of the oldest unfinished event: PENDING, RETRY_WAIT (due or not) or PROCESSING (fleet-wide); "
+                 "per handler: of a type it supports and has not consumed.");
         w.sample("outbox_publications_oldest_delay_seconds", {}, number(gauges->oldest_delay_seconds));
         for (const auto& [handler, delay] : gauges->handler_oldest_delay_seconds) {
             w.sample("outbox_publications_oldest_delay_seconds", {{"handler", handler}}, number(delay));
@@ -100,6 +100,12 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         for (const auto& [handler, paused] : gauges->handler_paused) {
             w.sample("outbox_handler_paused", {{"handler", handler}}, paused ? "1" : "0");
         }
+        w.family("outbox_publications_oldest_review_seconds", "gauge",
+                 "Age of the oldest REVIEW_REQUIRED event (fleet-wide); 0 when none waits for an operator.");
+        w.sample("outbox_publications_oldest_review_seconds", {}, number(gauges->oldest_review_seconds));
+        w.family("outbox_publications_blocked", "gauge",
+                 "Waiting events held back by an earlier unfinished or REVIEW_REQUIRED event of their aggregate.");
+        w.sample("outbox_publications_blocked", {}, std::to_string(gauges->blocked));
         w.family("outbox_fleet_hosts", "gauge", "Hosts in the fleet registry, by state (live, stopped, gone).");
         for (const auto& [state, count] : gauges->fleet_hosts) {
             w.sample("outbox_fleet_hosts", {{"state", state}}, std::to_string(count));
@@ -109,11 +115,15 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         w.sample("outbox_fleet_handler_mismatches", {}, std::to_string(gauges->fleet_handler_mismatches));
     }
 
-    w.family("outbox_publications_processed_total", "counter", "Event attempt outcomes stored by this host.");
-    constexpr std::array<std::pair<Metrics::Outcome, const char*>, 3> kOutcomes{{
+    w.family("outbox_publications_processed_total", "counter",
+             "Event attempt outcomes stored by this host, expired attempts its rescuer recovered (worker_lost) and "
+             "events discarded through its admin API.");
+    constexpr std::array<std::pair<Metrics::Outcome, const char*>, 5> kOutcomes{{
         {Metrics::Outcome::Completed, "completed"},
         {Metrics::Outcome::Retry, "retry"},
         {Metrics::Outcome::ReviewRequired, "review_required"},
+        {Metrics::Outcome::WorkerLost, "worker_lost"},
+        {Metrics::Outcome::Discarded, "discarded"},
     }};
     for (const auto& [outcome, label] : kOutcomes) {
         w.sample("outbox_publications_processed_total", {{"result", label}}, metrics.outcome_count(outcome));

@@ -10,10 +10,16 @@ namespace outbox::metrics {
 
 /// Gauges read from the database at scrape time (shared by every host of the fleet).
 struct DbGauges {
-    /// Events per status, for every status except COMPLETED (what is not done yet).
+    /// Events per status, for every status except COMPLETED and DISCARDED (what is not done yet).
     std::map<std::string, long long> backlog;
-    /// Age (now - occurred_at) of the oldest event that is due or in flight; 0 when none.
+    /// Age (now - occurred_at) of the oldest unfinished event (PENDING, RETRY_WAIT whether due
+    /// or not, PROCESSING); 0 when none.
     double oldest_delay_seconds = 0;
+    /// Age of the oldest REVIEW_REQUIRED event; 0 when none.
+    double oldest_review_seconds = 0;
+    /// PENDING or RETRY_WAIT events held back by an earlier unfinished or reviewed event of
+    /// the same aggregate.
+    long long blocked = 0;
     /// Per loaded handler: the same for events of a type it supports and has not consumed.
     std::map<std::string, double> handler_oldest_delay_seconds;
     /// Hosts in the fleet registry by state (live, stopped, gone).

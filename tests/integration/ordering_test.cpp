@@ -1,0 +1,294 @@
+// Per-aggregate ordering against a real PostgreSQL and real hosts: events of one
+// (company_id, aggregate_key) start in the commit order of their publishing transactions;
+// a REVIEW_REQUIRED event holds back exactly its successors until an operator retries or
+// discards it; other aggregates and unkeyed events keep running.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <pqxx/pqxx>
+
+#include "admin/discard_service.hpp"
+#include "admin/event_query.hpp"
+#include "admin/retry_service.hpp"
+#include "app/commands.hpp"
+#include "support/pg_fixture.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Ordering : public ::testing::Test {
+protected:
+    long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
+    std::string status_of(const std::string& id) const {
+        return db_.scalar("SELECT status FROM event_publication WHERE event_id = '" + id + "'");
+    }
+
+    /// Publishes one OrderedStep event in its own transaction; empty key: no aggregate.
+    std::string publish(const std::string& key, const std::string& payload = "{}") const {
+        pqxx::connection conn(db_.url());
+        pqxx::work tx(conn);
+        const auto id = tx.exec_params1("SELECT outbox_publish('acme', 'OrderedStep', $1::jsonb, $2)::text", payload,
+                                        key.empty() ? std::optional<std::string>() : std::optional<std::string>(key))[0]
+                            .as<std::string>();
+        tx.commit();
+        return id;
+    }
+
+    std::unique_ptr<TestHost> start_host(const std::string& id = "h1") const {
+        const plugin::HandlerConfigs configs{{"ordered-recorder", nlohmann::json{{"file", record_.string()}}.dump()}};
+        auto host = std::make_unique<TestHost>(fast_options(db_.url(), id),
+                                               std::vector<std::string>{OUTBOX_FIXTURE_ORDERED_RECORDER}, configs);
+        host->start();
+        return host;
+    }
+
+    /// Handler starts per aggregate key ("" for unkeyed events), in start order.
+    std::map<std::string, std::vector<std::string>> starts() const {
+        std::map<std::string, std::vector<std::string>> by_key;
+        std::ifstream in(record_);
+        std::string line;
+        while (std::getline(in, line)) {
+            // "<key> <event id> <attempt>"; an unkeyed event's line starts with the space.
+            const auto space = line.find(' ');
+            const auto id_end = line.find(' ', space + 1);
+            by_key[line.substr(0, space)].push_back(line.substr(space + 1, id_end - space - 1));
+        }
+        return by_key;
+    }
+
+    std::optional<nlohmann::json> blocked_by(const std::string& id) const {
+        pqxx::connection conn(db_.url());
+        const auto event = admin::EventQuery(conn).get("acme", id);
+        if (!event) return std::nullopt;
+        return (*event)["blocked_by"];
+    }
+
+    long long version_of(const std::string& id) const {
+        return count("SELECT version FROM event_publication WHERE event_id = '" + id + "'");
+    }
+
+    /// x1 (reviewed), x2, x3 of aggregate user-x; y1..y3 of user-y and three unkeyed events
+    /// that run meanwhile. Returns {x1, x2, x3}.
+    std::vector<std::string> reviewed_head_scenario() const {
+        std::vector<std::string> x{publish("user-x", R"({"review": true})"), publish("user-x"), publish("user-x")};
+        for (int i = 0; i < 3; ++i) publish("user-y");
+        for (int i = 0; i < 3; ++i) publish("");
+        return x;
+    }
+
+    TestDatabase db_;
+    TempDir dir_;
+    std::filesystem::path record_ = dir_.path() / "starts.txt";
+};
+
+TEST_F(Ordering, AReviewedEventBlocksExactlyItsSuccessorsAndARetryReleasesThemInOrder) {
+    const auto x = reviewed_head_scenario();
+    const auto host = start_host();
+    ASSERT_TRUE(wait_until([&] { return status_of(x[0]) == "REVIEW_REQUIRED"; }, 20s));
+    ASSERT_TRUE(wait_until(
+        [&] { return count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == 6; }, 20s))
+        << "the other aggregate and the unkeyed events run while user-x waits";
+    // A later unkeyed event completing proves further claim passes ran past the blocked ones.
+    const auto later = publish("", "{}");
+    ASSERT_TRUE(wait_until([&] { return status_of(later) == "COMPLETED"; }, 20s));
+    EXPECT_EQ(status_of(x[1]), "PENDING");
+    EXPECT_EQ(status_of(x[2]), "PENDING");
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE attempt_count > 0 AND event_id IN ('" + x[1] + "', '" +
+                    x[2] + "')"),
+              0)
+        << "no successor of a reviewed event is ever claimed";
+    EXPECT_EQ(blocked_by(x[1]), nlohmann::json(x[0]));
+    EXPECT_EQ(blocked_by(x[2]), nlohmann::json(x[0])) << "blocked_by names the earliest unfinished event";
+    EXPECT_EQ(blocked_by(x[0]), nlohmann::json(nullptr));
+
+    // The cause is fixed (the payload no longer asks for review) and the operator retries.
+    db_.exec("UPDATE event_publication SET payload = '{}' WHERE event_id = '" + x[0] + "'");
+    pqxx::connection conn(db_.url());
+    admin::RetryRequest request{x[0], version_of(x[0]), "fixed the remote endpoint", "key-1", "alice", "acme", "api"};
+    ASSERT_TRUE(std::holds_alternative<admin::RetryAccepted>(admin::RetryService(conn).retry(request)));
+    ASSERT_TRUE(wait_until([&] { return status_of(x[2]) == "COMPLETED"; }, 20s));
+    EXPECT_EQ(status_of(x[0]), "COMPLETED");
+    EXPECT_EQ(status_of(x[1]), "COMPLETED");
+    EXPECT_EQ(starts()["user-x"], (std::vector<std::string>{x[0], x[0], x[1], x[2]}))
+        << "the reviewed event runs again first, then its successors in order";
+    EXPECT_EQ(starts()["user-y"].size(), 3u);
+    EXPECT_EQ(starts()[""].size(), 4u);
+}
+
+TEST_F(Ordering, DiscardingAReviewedEventReleasesItsSuccessorsAndItNeverRunsAgain) {
+    const auto x = reviewed_head_scenario();
+    const auto host = start_host();
+    ASSERT_TRUE(wait_until([&] { return status_of(x[0]) == "REVIEW_REQUIRED"; }, 20s));
+    ASSERT_TRUE(wait_until(
+        [&] { return count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == 6; }, 20s));
+    EXPECT_EQ(blocked_by(x[1]), nlohmann::json(x[0]));
+
+    pqxx::connection conn(db_.url());
+    admin::DiscardRequest request{x[0], version_of(x[0]), "the user account was deleted", "key-d", "alice", "acme", "api"};
+    const auto result = admin::DiscardService(conn).discard(request);
+    ASSERT_TRUE(std::holds_alternative<admin::DiscardAccepted>(result));
+    ASSERT_TRUE(wait_until([&] { return status_of(x[2]) == "COMPLETED"; }, 20s));
+    EXPECT_EQ(status_of(x[0]), "DISCARDED");
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE completed_at IS NOT NULL AND event_id = '" + x[0] + "'"),
+              1);
+    EXPECT_EQ(starts()["user-x"], (std::vector<std::string>{x[0], x[1], x[2]}))
+        << "the discarded event never runs again; its successors run in order";
+    EXPECT_EQ(blocked_by(x[1]), nlohmann::json(nullptr));
+}
+
+// Four connections publish to one aggregate at once; the test commits whichever
+// transaction has returned from outbox_publish, always the latest one first. With the
+// aggregate's row lock only one transaction at a time gets that far, so the commit order
+// is the order the test saw; without it, several would and the latest-first commit order
+// would differ from the order they inserted in.
+TEST_F(Ordering, ConcurrentPublishersToOneAggregateRunInCommitOrder) {
+    constexpr int kConnections = 4;
+    constexpr int kRounds = 8;
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<std::pair<int, std::string>> published;  // (connection, event id) waiting for their commit
+    std::map<int, bool> commit_now;
+    std::vector<std::string> commit_order;
+    std::vector<std::thread> publishers;
+    for (int c = 0; c < kConnections; ++c) {
+        publishers.emplace_back([&, c] {
+            pqxx::connection conn(db_.url());
+            for (int round = 0; round < kRounds; ++round) {
+                pqxx::work tx(conn);
+                const auto id = tx.exec1("SELECT outbox_publish('acme', 'OrderedStep', '{}', 'shared')::text")[0]
+                                    .as<std::string>();
+                std::unique_lock lock(mutex);
+                published.emplace_back(c, id);
+                changed.notify_all();
+                changed.wait(lock, [&] { return commit_now[c]; });
+                commit_now[c] = false;
+                lock.unlock();
+                tx.commit();
+                lock.lock();
+                commit_order.push_back(id);
+                changed.notify_all();
+            }
+        });
+    }
+    for (int n = 0; n < kConnections * kRounds; ++n) {
+        std::unique_lock lock(mutex);
+        ASSERT_TRUE(changed.wait_for(lock, 20s, [&] { return !published.empty(); }));
+        // Give any other transaction that could get past outbox_publish a moment to do so.
+        lock.unlock();
+        std::this_thread::sleep_for(20ms);
+        lock.lock();
+        const auto [c, id] = published.back();
+        published.pop_back();
+        const auto committed = commit_order.size();
+        commit_now[c] = true;
+        changed.notify_all();
+        ASSERT_TRUE(changed.wait_for(lock, 20s, [&] { return commit_order.size() > committed; }));
+    }
+    for (auto& t : publishers) t.join();
+
+    std::vector<std::string> by_seq;
+    pqxx::connection conn(db_.url());
+    pqxx::read_transaction tx(conn);
+    for (const auto& row : tx.exec("SELECT event_id::text FROM event_publication ORDER BY aggregate_seq")) {
+        by_seq.emplace_back(row[0].c_str());
+    }
+    tx.commit();
+    EXPECT_EQ(by_seq, commit_order) << "the aggregate position follows the commit order";
+
+    const auto host = start_host();
+    ASSERT_TRUE(wait_until(
+        [&] { return count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == kConnections * kRounds; },
+        30s));
+    EXPECT_EQ(starts()["shared"], commit_order) << "handlers start in the commit order";
+}
+
+// A transaction that began first (earlier occurred_at) but commits after another publisher
+// of the same aggregate comes second: insertion time is not the order.
+TEST_F(Ordering, ALaterCommitRunsLaterEvenWhenItsTransactionBeganFirst) {
+    pqxx::connection early_conn(db_.url());
+    pqxx::work early(early_conn);
+    early.exec("SELECT now()");  // the transaction's timestamp is fixed here
+    std::this_thread::sleep_for(5ms);
+    const auto first = publish("order-1");
+    const auto second = early.exec1("SELECT outbox_publish('acme', 'OrderedStep', '{}', 'order-1')::text")[0].as<std::string>();
+    early.commit();
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication a, event_publication b WHERE a.event_id = '" + second +
+                    "' AND b.event_id = '" + first + "' AND a.occurred_at < b.occurred_at"),
+              1)
+        << "the second event carries the earlier timestamp";
+    const auto host = start_host();
+    ASSERT_TRUE(wait_until([&] { return status_of(second) == "COMPLETED"; }, 20s));
+    EXPECT_EQ(starts()["order-1"], (std::vector<std::string>{first, second}));
+}
+
+TEST_F(Ordering, OutboxdStatusCountsTheBlockedEventsAndDoesNotCallThemUnhandled) {
+    const auto head = publish("user-x");
+    const auto second = publish("user-x");
+    const auto third = publish("user-x");
+    publish("user-y");
+    db_.exec("UPDATE event_publication SET occurred_at = now() - interval '10 minutes', next_attempt_at = now() - "
+             "interval '10 minutes'");
+    db_.exec("UPDATE event_publication SET status = 'REVIEW_REQUIRED', attempt_count = 1 WHERE event_id = '" + head + "'");
+    config::Config config;
+    config.database.url = db_.url();
+    testing::internal::CaptureStdout();
+    const int code = app::status_command(config);
+    const std::string output = testing::internal::GetCapturedStdout();
+    EXPECT_EQ(code, 0);
+    EXPECT_NE(output.find("blocked behind an earlier event of their aggregate: 2 event(s)"), std::string::npos)
+        << output;
+    // user-y's event (not blocked, never claimed) is reported unhandled; user-x's two are waiting, not lost.
+    EXPECT_NE(output.find("OrderedStep                     1 event(s)"), std::string::npos) << output;
+    EXPECT_EQ(blocked_by(second), nlohmann::json(head));
+    EXPECT_EQ(blocked_by(third), nlohmann::json(head)) << "the earliest unfinished event, not the one just before";
+    EXPECT_EQ(blocked_by(head), nlohmann::json(nullptr));
+}
+
+// A handler that uses ctx.db() completes the event in its own transaction (the fence); the
+// host then claims the aggregate's next event at once (its workers wake the scheduler after
+// every event), not at its next poll.
+TEST_F(Ordering, ACompletionInTheHandlersTransactionWakesTheHostForTheNextEventOfItsAggregate) {
+    create_scripted_effect_table(db_.url());
+    std::vector<std::string> ids;
+    {
+        pqxx::connection conn(db_.url());
+        pqxx::work tx(conn);
+        for (int i = 0; i < 3; ++i) {
+            ids.push_back(tx.exec1("SELECT outbox_publish('acme', 'TestRequested', '{\"db\": true}', 'k')::text")[0]
+                              .as<std::string>());
+        }
+        tx.commit();
+    }
+    auto options = fast_options(db_.url(), "h1");
+    options.poll_interval = 1h;
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    EXPECT_TRUE(wait_until([&] { return status_of(ids[2]) == "COMPLETED"; }, 20s))
+        << "with an hour's poll interval only the completion can have woken the host for each next event";
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 3) << "each completed in its handler's transaction";
+}
+
+TEST_F(Ordering, EventsWithoutAKeyHaveNoPositionAndAreNeverBlocked) {
+    const auto blocker = publish("k", R"({"review": true})");
+    const auto unkeyed = publish("");
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE aggregate_seq IS NULL AND event_id = '" + unkeyed + "'"),
+              1);
+    EXPECT_EQ(count("SELECT count(*) FROM outbox_aggregate"), 1) << "only keyed events allocate a position";
+    const auto host = start_host();
+    ASSERT_TRUE(wait_until([&] { return status_of(unkeyed) == "COMPLETED"; }, 20s));
+    ASSERT_TRUE(wait_until([&] { return status_of(blocker) == "REVIEW_REQUIRED"; }, 20s));
+    EXPECT_EQ(blocked_by(unkeyed), nlohmann::json(nullptr));
+}
+
+}  // namespace
+}  // namespace outbox::test
