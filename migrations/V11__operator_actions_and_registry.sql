@@ -1,3 +1,4 @@
+-- online: yes
 -- Operator actions at fleet scale and the event-type registry (issue 13): bulk re-drives,
 -- handlers paused fleet-wide, and one publishing contract for every language.
 --
