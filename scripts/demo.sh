@@ -166,6 +166,9 @@ export OUTBOX_DATABASE_URL=$database_url
 "$outboxd" migrate >"$work/migrate.log" 2>&1 || { cat "$work/migrate.log" >&2; exit 1; }
 psql "$database_url" -v ON_ERROR_STOP=1 -q -f "$root/examples/schema.sql" >"$work/schema.log" 2>&1 ||
   { cat "$work/schema.log" >&2; exit 1; }
+# The example's event types: outbox_publish() checks every payload of them from now on.
+"$outboxd" event-types apply "$root/examples/event-types.yaml" >"$work/event-types.log" 2>&1 ||
+  { cat "$work/event-types.log" >&2; exit 1; }
 
 # --- remote services -----------------------------------------------------------------------
 export AI_API_KEY="demo-key-$RANDOM$RANDOM"  # a demo value, shared by the classifier and the hosts

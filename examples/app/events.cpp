@@ -1,6 +1,7 @@
 #include "events.hpp"
 
 #include <outbox/publisher.hpp>
+#include <outbox/sdk/registry.hpp>
 
 namespace outbox::examples::app {
 namespace {
@@ -46,6 +47,20 @@ std::string complete_mission(pqxx::dbtransaction& tx, const std::string& company
         .set("mission_id", mission_id)
         .set("solar_term", solar_term);
     return sdk::publish(tx, company, "MissionCompleted", payload, {.aggregate_key = std::to_string(user_id)});
+}
+
+std::vector<std::string> registry_mismatches(pqxx::connection& conn) {
+    std::vector<std::string> problems;
+    pqxx::read_transaction tx(conn);
+    for (const auto& [type, schema] : {std::pair{"WebsiteRegistered", &kWebsiteRegistered},
+                                       std::pair{"MissionCompleted", &kMissionCompleted}}) {
+        const pqxx::result row = tx.exec_params("SELECT fields::text FROM outbox_event_type WHERE event_type = $1", type);
+        if (row.empty()) continue;
+        for (auto& problem : sdk::registry_mismatches(*schema, nlohmann::json::parse(row[0][0].as<std::string>()))) {
+            problems.push_back(std::string(type) + ": " + problem);
+        }
+    }
+    return problems;
 }
 
 std::int64_t first_user_id(const std::string& tag) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <pqxx/pqxx>
 
@@ -24,6 +25,11 @@ Registration register_website(pqxx::dbtransaction& tx, const std::string& compan
 /// (completion_id, user_id, mission_id) as JSON numbers; returns the event id.
 std::string complete_mission(pqxx::dbtransaction& tx, const std::string& company, std::int64_t user_id,
                              std::int64_t mission_id, const std::string& solar_term);
+
+/// Where this app's SafePayload schemas would let through what the event-type registry
+/// (outbox_event_type, `outboxd event-types apply examples/event-types.yaml`) refuses, one
+/// line per problem; empty when they agree or the types are not registered.
+std::vector<std::string> registry_mismatches(pqxx::connection& conn);
 
 /// Users of run `tag` have ids first_user_id(tag) + 0 .. kUsersPerTag - 1: the tag's first
 /// six letters (a-z) read as a base-26 number, plus one, times a million. Runs whose tags

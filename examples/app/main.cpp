@@ -204,6 +204,14 @@ int main(int argc, char** argv) {
     }
 
     try {
+        if (*websites || *missions) {
+            // The C++ and SQL checks must not drift: refuse to run with schemas the registry
+            // does not match.
+            pqxx::connection conn(*websites ? websites_common.database_url : missions_common.database_url);
+            const auto problems = registry_mismatches(conn);
+            for (const auto& problem : problems) std::cerr << "outbox-example-app: registry mismatch: " << problem << "\n";
+            if (!problems.empty()) return 1;
+        }
         if (*websites) return register_websites(websites_common, website_count, duplicates);
         if (*missions) return complete_missions(missions_common, mission_count, user_count, distinct_missions);
         return print_report(report) ? 0 : 1;

@@ -767,3 +767,12 @@ TEST(ConfigReference, EveryKeyHasItsVariableTypeDefaultAndMeaning) {
 }
 
 }  // namespace
+
+TEST(Config, RequireRegisteredTypesIsABooleanFromTheFileOrItsVariable) {
+    EXPECT_FALSE(load_config(std::nullopt, kNoEnv).outbox.require_registered_types);
+    EXPECT_TRUE(parse_config("outbox:\n  require_registered_types: true\n", "outboxd.yaml", kNoEnv)
+                    .outbox.require_registered_types);
+    EXPECT_TRUE(parse_config("", "outboxd.yaml", env_of({{"OUTBOX_REQUIRE_REGISTERED_TYPES", "true"}}))
+                    .outbox.require_registered_types);
+    EXPECT_TRUE(contains(error_of("outbox:\n  require_registered_types: maybe\n"), "outbox.require_registered_types"));
+}

@@ -70,6 +70,7 @@ struct AdminServer::Impl {
         add_probe_endpoints(router, context);
         add_event_read_endpoints(router, context);
         add_retry_endpoints(router, context);
+        add_operator_endpoints(router, context);
         add_discard_endpoints(router, context);
         add_fleet_endpoints(router, context);
     }

@@ -62,9 +62,13 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::Handler
     pqxx::read_transaction tx(conn);
     limit_statement(tx, timeout);
     const pqxx::row row = tx.exec_params1(kGaugesSql, db::pg_array(names), db::pg_array(types));
+    const pqxx::result paused = tx.exec("SELECT handler_name FROM outbox_handler_pause");
     tx.commit();
 
     metrics::DbGauges gauges;
+    // This host's handlers (0 or 1) and every handler paused fleet-wide (1).
+    for (const auto& entry : handlers.entries()) gauges.handler_paused[entry.name] = false;
+    for (const auto& p : paused) gauges.handler_paused[p[0].as<std::string>()] = true;
     gauges.backlog["PENDING"] = row[0].as<long long>();
     gauges.backlog["RETRY_WAIT"] = row[1].as<long long>();
     gauges.backlog["PROCESSING"] = row[2].as<long long>();

@@ -13,6 +13,9 @@ void add_probe_endpoints(Router& router, AdminContext& context);
 void add_event_read_endpoints(Router& router, AdminContext& context);
 /// POST /api/v1/admin/outbox-events/{id}/retry.
 void add_retry_endpoints(Router& router, AdminContext& context);
+/// POST /api/v1/admin/outbox-events/retry (bulk re-drive) and
+/// POST /api/v1/admin/handlers/{name}/pause|resume.
+void add_operator_endpoints(Router& router, AdminContext& context);
 /// POST /api/v1/admin/outbox-events/{id}/discard.
 void add_discard_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/fleet.

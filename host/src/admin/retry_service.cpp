@@ -40,6 +40,11 @@ SELECT event_id::text, request_hash, new_version
 FROM outbox_manual_retry WHERE company_id = $1 AND idempotency_key_hash = $2
 )SQL";
 
+// A key a bulk re-drive of this company used is taken as well (that was another request).
+constexpr const char* kFindBulkRetrySql = R"SQL(
+SELECT 1 FROM outbox_bulk_retry WHERE coalesce(company_id, '') = $1 AND idempotency_key_hash = $2
+)SQL";
+
 constexpr const char* kRedriveSql = R"SQL(
 UPDATE event_publication
 SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = version + 1,
@@ -73,35 +78,45 @@ RetryRejected bad_request(std::string code, std::string message) {
 
 }  // namespace
 
-std::optional<RetryRejected> validate_retry_request(RetryRequest& request) {
-    if (request.idempotency_key.empty()) {
-        return bad_request("MISSING_IDEMPOTENCY_KEY", "the Idempotency-Key header is required");
-    }
-    const bool printable = std::all_of(request.idempotency_key.begin(), request.idempotency_key.end(),
-                                       [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
-    if (request.idempotency_key.size() > kMaxKey || !printable) {
+RetryRejected key_reused() {
+    return RetryRejected{RetryRejected::Kind::Unprocessable, "IDEMPOTENCY_KEY_REUSED",
+                         "this Idempotency-Key was already used for a different request; use a new key"};
+}
+
+std::optional<RetryRejected> validate_idempotency_key(const std::string& key) {
+    if (key.empty()) return bad_request("MISSING_IDEMPOTENCY_KEY", "the Idempotency-Key header is required");
+    const bool printable = std::all_of(key.begin(), key.end(), [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
+    if (key.size() > kMaxKey || !printable) {
         return bad_request("INVALID_IDEMPOTENCY_KEY", "the Idempotency-Key must be 1 to 200 printable ASCII characters");
     }
-    if (!is_uuid(request.event_id)) return bad_request("INVALID_EVENT_ID", "the event id must be a UUID");
-    std::transform(request.event_id.begin(), request.event_id.end(), request.event_id.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (request.expected_version < 1) {
-        return bad_request("INVALID_EXPECTED_VERSION", "expected_version must be a positive integer");
-    }
-    const auto length = utf8_length(request.reason);
-    if (!length || *length < kMinReason || *length > kMaxReason || has_control_characters(request.reason) ||
-        is_blank(request.reason)) {
+    return std::nullopt;
+}
+
+std::optional<RetryRejected> validate_reason(const std::string& reason) {
+    const auto length = utf8_length(reason);
+    if (!length || *length < kMinReason || *length > kMaxReason || has_control_characters(reason) || is_blank(reason)) {
         return RetryRejected{RetryRejected::Kind::Unprocessable, "INVALID_REASON",
                              "reason must be 10 to 300 characters of text (no control characters); do not include "
                              "personal data, tokens, payloads or exception text"};
     }
     // The same detectors as SafePayload's free text: the reason is stored and shown to
     // operators, so it must not carry personal data. The answer names the rule only.
-    if (const char* rule = sdk::string_field_rule(request.reason)) {
+    if (const char* rule = sdk::string_field_rule(reason)) {
         return RetryRejected{RetryRejected::Kind::Unprocessable, "INVALID_REASON",
                              std::string("reason: ") + rule + "; do not include personal data or tokens"};
     }
     return std::nullopt;
+}
+
+std::optional<RetryRejected> validate_retry_request(RetryRequest& request) {
+    if (auto rejected = validate_idempotency_key(request.idempotency_key)) return rejected;
+    if (!is_uuid(request.event_id)) return bad_request("INVALID_EVENT_ID", "the event id must be a UUID");
+    std::transform(request.event_id.begin(), request.event_id.end(), request.event_id.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (request.expected_version < 1) {
+        return bad_request("INVALID_EXPECTED_VERSION", "expected_version must be a positive integer");
+    }
+    return validate_reason(request.reason);
 }
 
 std::string canonical_retry_request(const RetryRequest& request) {
@@ -150,9 +165,9 @@ RetryResult RetryService::attempt(const RetryRequest& request) {
             if (earlier[0][1].as<std::string>() == request_hash) {
                 return RetryAccepted{earlier[0][0].as<std::string>(), earlier[0][2].as<long long>(), true};
             }
-            return RetryRejected{RetryRejected::Kind::Unprocessable, "IDEMPOTENCY_KEY_REUSED",
-                                 "this Idempotency-Key was already used for a different request; use a new key"};
+            return key_reused();
         }
+        if (!tx.exec_params(kFindBulkRetrySql, *company, key_hash).empty()) return key_reused();
     }
     if (event.empty() || event[0][0].as<std::string>() != *company) {
         return RetryRejected{RetryRejected::Kind::NotVisible, "EVENT_NOT_ACCESSIBLE", "no such event"};

@@ -49,6 +49,14 @@ struct RetryRejected {
 
 using RetryResult = std::variant<RetryAccepted, RetryConflict, RetryRejected>;
 
+/// The Idempotency-Key rule shared by every operator action: 1 to 200 printable ASCII
+/// characters (missing: 400 MISSING_IDEMPOTENCY_KEY, malformed: 400 INVALID_IDEMPOTENCY_KEY).
+std::optional<RetryRejected> validate_idempotency_key(const std::string& key);
+/// 422 IDEMPOTENCY_KEY_REUSED: the key was used for another request.
+RetryRejected key_reused();
+/// The reason rule shared by every operator action: 10 to 300 characters of text (422 INVALID_REASON).
+std::optional<RetryRejected> validate_reason(const std::string& reason);
+
 /// Checks the request's fields without a database; nullopt when they are well-formed.
 /// Normalizes the event id to lower case.
 std::optional<RetryRejected> validate_retry_request(RetryRequest& request);

@@ -47,21 +47,44 @@ int run_cli(int argc, char** argv) {
     std::string new_plugin_dir;
     new_plugin->add_option("NAME", new_plugin_name, "the handler name, e.g. acme-mailer")->required();
     new_plugin->add_option("--dir", new_plugin_dir, "the folder to create (must not exist or be empty)")->required();
-    auto* retry = app.add_subcommand("retry", "re-drive a REVIEW_REQUIRED event (as the admin API's retry does)");
+    auto* retry = app.add_subcommand(
+        "retry", "re-drive one REVIEW_REQUIRED event, or a group of them (as the admin API's retries do)");
     RetryArgs retry_args;
-    retry->add_option("EVENT_ID", retry_args.event_id, "the event's id")->required();
-    retry->add_option("--expected-version", retry_args.expected_version, "the event's version as you last read it")
-        ->required();
+    retry->add_option("EVENT_ID", retry_args.event_id, "the event's id (omit to re-drive a group by --event-type/--code)");
+    retry->add_option("--expected-version", retry_args.expected_version,
+                      "one event: its version as you last read it");
     retry->add_option("--reason", retry_args.reason, "why it is safe to retry now (10 to 300 characters)")->required();
     retry->add_option("--idempotency-key", retry_args.idempotency_key,
-                      "a key unique to this decision; repeating the command with it does nothing twice")
-        ->required();
+                      "a key unique to this decision; repeating the command with it does nothing twice "
+                      "(required for one event; for a group a new one is made and printed when omitted)");
+    retry->add_option("--event-type", retry_args.event_type, "group: REVIEW_REQUIRED events of this type");
+    retry->add_option("--code", retry_args.code, "group: ... whose last_error_code is this");
+    retry->add_option("--before", retry_args.before, "group: ... that occurred before this RFC 3339 time");
+    retry->add_option("--limit", retry_args.limit, "group: at most this many, oldest first (1 to 1000, default 100)");
+
+    auto* handlers = app.add_subcommand("handlers", "pause or resume a handler on every host");
+    handlers->require_subcommand(1);
+    std::string handler_name;
+    auto* pause = handlers->add_subcommand("pause", "stop calling handler NAME on every host; its events wait");
+    pause->add_option("NAME", handler_name, "the handler's name")->required();
+    auto* resume = handlers->add_subcommand("resume", "call handler NAME again on every host");
+    resume->add_option("NAME", handler_name, "the handler's name")->required();
+
+    auto* event_types = app.add_subcommand("event-types", "the event-type registry outbox_publish() checks");
+    event_types->require_subcommand(1);
+    std::string registry_file;
+    auto* apply = event_types->add_subcommand("apply", "apply a registry file (idempotent; prints what changed)");
+    apply->add_option("FILE", registry_file, "YAML: event_types: {Type: {fields: {name: {type: ...}}}}")->required();
+    auto* list = event_types->add_subcommand("list", "show the registered event types");
+    std::string list_format = "text";
+    list->add_option("--format", list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
     auto* config_command = app.add_subcommand("config", "configuration tools");
     config_command->require_subcommand(1);
     auto* reference = config_command->add_subcommand(
         "reference", "print the configuration reference (every key, its variable, type, default) in Markdown");
     // The config option is accepted after the subcommand as well.
-    for (auto* sub : {run, migrate, status, check, retry}) {
+    for (auto* sub : {run, migrate, status, check, retry, pause, resume, apply, list}) {
         sub->add_option("-c,--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
     }
 
@@ -98,6 +121,10 @@ int run_cli(int argc, char** argv) {
     if (*migrate) return migrate_command(config, roles, offline);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
+    if (*pause) return handlers_command(config, true, handler_name);
+    if (*resume) return handlers_command(config, false, handler_name);
+    if (*apply) return event_types_apply_command(config, registry_file);
+    if (*list) return event_types_list_command(config, list_format);
     if (*check) {
         plugin::HandlerConfigs configs;
         for (const auto& [name, settings] : config.handlers) configs[name] = settings.config_json;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "config/config.hpp"
@@ -25,14 +26,37 @@ int status_command(const config::Config& config);
 
 struct RetryArgs {
     std::string event_id;
-    long long expected_version = 0;
+    std::optional<long long> expected_version;
     std::string reason;
     std::string idempotency_key;
+    // Bulk form (no EVENT_ID):
+    std::optional<std::string> event_type;
+    std::optional<std::string> code;
+    std::optional<std::string> before;
+    std::optional<int> limit;
 };
 
-/// `outboxd retry`: re-drives one REVIEW_REQUIRED event exactly as the admin API does (same
-/// service, same rules), for the event's own company, with actor "cli:<OS user>". Exit 0
-/// when accepted or replayed, 1 on conflict, unknown event, invalid input or database failure.
+/// `outboxd retry EVENT_ID --expected-version N ...`: re-drives one REVIEW_REQUIRED event
+/// exactly as the admin API does (same service, same rules), for the event's own company,
+/// with actor "cli:<OS user>". `outboxd retry --event-type T --code C [--before TS]
+/// [--limit N] --reason R`: re-drives the matching REVIEW_REQUIRED events of every company
+/// as POST /api/v1/admin/outbox-events/retry does; without --idempotency-key a new key is
+/// made and printed. Exit 0 when accepted or replayed, 1 on conflict, unknown event,
+/// invalid input or database failure, 2 on a malformed command line.
 int retry_command(const config::Config& config, const RetryArgs& args);
+
+/// `outboxd handlers pause|resume NAME`: pauses or resumes a handler fleet-wide (actor
+/// "cli:<OS user>"). Exit 0 when done or already so, 1 on database failure, 2 on a bad name.
+int handlers_command(const config::Config& config, bool pause, const std::string& name);
+
+/// `outboxd event-types apply FILE`: applies the registry file and prints what changed;
+/// exit 0, 1 on database failure, 2 on a bad file (one line naming file, key and rule).
+int event_types_apply_command(const config::Config& config, const std::string& file);
+
+/// `outboxd event-types list [--format text|json]`: the registry as stored.
+int event_types_list_command(const config::Config& config, const std::string& format);
+
+/// "cli:<OS user>", the actor of operator commands.
+std::string cli_actor();
 
 }  // namespace outbox::app

@@ -1,8 +1,7 @@
-#include <pwd.h>
-#include <unistd.h>
-
 #include <iostream>
+#include <random>
 
+#include "admin/bulk_retry_service.hpp"
 #include "admin/retry_service.hpp"
 #include "app/commands.hpp"
 #include "db/connection_pool.hpp"
@@ -11,21 +10,88 @@
 namespace outbox::app {
 namespace {
 
-std::string os_user() {
-    const uid_t uid = ::geteuid();
-    if (const passwd* entry = ::getpwuid(uid); entry != nullptr && entry->pw_name != nullptr) return entry->pw_name;
-    return "uid" + std::to_string(uid);
+int db_failure() {
+    const db::DbFailure failure = db::classify_db_error(std::current_exception());
+    std::cerr << "outboxd retry: " << failure.describe()
+              << (failure.kind == db::DbFailureKind::InDoubt
+                      ? "; run the same command again (with the same --idempotency-key) to learn the outcome"
+                      : "; check database.url / OUTBOX_DATABASE_URL and run `outboxd migrate`")
+              << "\n";
+    return 1;
+}
+
+std::string new_key() {
+    std::random_device random;
+    std::string key = "cli-";
+    for (int i = 0; i < 8; ++i) {
+        char part[9];
+        std::snprintf(part, sizeof part, "%08x", random());
+        key += part;
+    }
+    return key.substr(0, 36);
+}
+
+int bulk_retry(const config::Config& config, const RetryArgs& args) {
+    admin::BulkRetryRequest request;
+    request.filter.event_type = args.event_type;
+    request.filter.last_error_code = args.code;
+    request.filter.occurred_before = args.before;
+    if (args.limit) request.filter.limit = *args.limit;
+    request.reason = args.reason;
+    const bool own_key = args.idempotency_key.empty();
+    request.idempotency_key = own_key ? new_key() : args.idempotency_key;
+    request.actor = cli_actor();
+    request.channel = "cli";
+    try {
+        auto conn = db::open_connection(config.database.url);
+        const admin::BulkRetryResult result = admin::BulkRetryService(*conn).retry(request);
+        if (const auto* rejected = std::get_if<admin::RetryRejected>(&result)) {
+            std::cerr << "outboxd retry: " << rejected->code << ": " << rejected->message << "\n";
+            return 1;
+        }
+        const auto& accepted = std::get<admin::BulkRetryAccepted>(result);
+        if (accepted.replayed) {
+            std::cout << "already done with this idempotency key and the same request; nothing done now. ";
+        }
+        std::cout << accepted.event_ids.size() << " event(s) re-driven: status PENDING, attempt_count 0\n";
+        for (const auto& id : accepted.event_ids) std::cout << id << "\n";
+        if (own_key) std::cout << "idempotency key: " << request.idempotency_key << "\n";
+        return 0;
+    } catch (const std::exception&) {
+        if (own_key) std::cerr << "outboxd retry: idempotency key was " << request.idempotency_key << "\n";
+        return db_failure();
+    }
 }
 
 }  // namespace
 
 int retry_command(const config::Config& config, const RetryArgs& args) {
+    const bool bulk_options = args.event_type || args.code || args.before || args.limit;
+    if (args.event_id.empty()) {
+        if (!args.event_type && !args.code) {
+            std::cerr << "outboxd retry: give EVENT_ID, or --event-type and/or --code to re-drive a group\n";
+            return 2;
+        }
+        if (args.expected_version) {
+            std::cerr << "outboxd retry: --expected-version is for one event (EVENT_ID)\n";
+            return 2;
+        }
+        return bulk_retry(config, args);
+    }
+    if (bulk_options) {
+        std::cerr << "outboxd retry: --event-type, --code, --before and --limit re-drive a group; not with EVENT_ID\n";
+        return 2;
+    }
+    if (!args.expected_version || args.idempotency_key.empty()) {
+        std::cerr << "outboxd retry: EVENT_ID needs --expected-version and --idempotency-key\n";
+        return 2;
+    }
     admin::RetryRequest request;
     request.event_id = args.event_id;
-    request.expected_version = args.expected_version;
+    request.expected_version = *args.expected_version;
     request.reason = args.reason;
     request.idempotency_key = args.idempotency_key;
-    request.actor = "cli:" + os_user();
+    request.actor = cli_actor();
     request.channel = "cli";
     try {
         auto conn = db::open_connection(config.database.url);
@@ -55,13 +121,7 @@ int retry_command(const config::Config& config, const RetryArgs& args) {
         }
         return 1;
     } catch (const std::exception&) {
-        const db::DbFailure failure = db::classify_db_error(std::current_exception());
-        std::cerr << "outboxd retry: " << failure.describe()
-                  << (failure.kind == db::DbFailureKind::InDoubt
-                          ? "; run the same command again to learn the outcome"
-                          : "; check database.url / OUTBOX_DATABASE_URL and run `outboxd migrate`")
-                  << "\n";
-        return 1;
+        return db_failure();
     }
 }
 

@@ -10,6 +10,7 @@
 #include "app/systemd_notifier.hpp"
 #include "db/db_error.hpp"
 #include "db/migrator.hpp"
+#include "registry/event_types.hpp"
 #include "log/log.hpp"
 
 namespace outbox::app {
@@ -122,6 +123,11 @@ int migrate_command(const config::Config& config, const db::RoleNames& roles, bo
         }
         if (!roles.runtime.empty()) std::cout << "granted the runtime role " << roles.runtime << "\n";
         if (!roles.publisher.empty()) std::cout << "granted the publisher role " << roles.publisher << "\n";
+        // outbox_publish() runs in applications, which do not read this configuration.
+        const bool require = config.outbox.require_registered_types;
+        if (registry::store_require_registered_types(*conn, require) != require) {
+            std::cout << "outbox.require_registered_types is now " << (require ? "true" : "false") << "\n";
+        }
         return 0;
     } catch (const db::MigrationRefused& e) {
         std::cerr << "outboxd migrate: " << e.what() << "\n";

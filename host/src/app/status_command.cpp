@@ -6,6 +6,7 @@
 #include "app/commands.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
+#include "dispatch/handler_pause.hpp"
 #include "fleet/fleet_registry.hpp"
 
 namespace outbox::app {
@@ -110,6 +111,12 @@ int status_command(const config::Config& config) {
             std::cout << std::setw(32) << row[0].c_str() << std::setw(24) << row[1].c_str() << row[2].c_str() << "\n";
         }
         tx.commit();
+        const auto paused = dispatch::read_paused_handlers(*conn);
+        std::cout << "\nPAUSED HANDLERS (fleet-wide; their events wait)\n";
+        if (paused.empty()) std::cout << "none\n";
+        for (const auto& p : paused) {
+            std::cout << std::setw(32) << p.handler << "paused since " << p.paused_at << " by " << p.paused_by << "\n";
+        }
         print_fleet(fleet::read_fleet(*conn));
         return 0;
     } catch (const std::exception&) {

@@ -65,6 +65,10 @@ struct Config {
         std::optional<int> max_abandoned_threads;  // unset: = concurrency
         milliseconds retention{std::chrono::hours{24 * 7}};
         std::string host_id;  // empty: "<hostname>:<pid>"
+        /// outbox_publish() refuses event types not in the registry. Applications do not read
+        /// this file: `outboxd migrate` and `outboxd event-types apply` store it in the
+        /// database (outbox_setting), where outbox_publish() reads it.
+        bool require_registered_types = false;
         bool operator==(const Outbox&) const = default;
     } outbox;
     struct Plugins {

@@ -431,6 +431,10 @@ constexpr TableGrant kRuntimeTables[] = {
     {"outbox_host", "SELECT, INSERT, UPDATE, DELETE"},
     {"outbox_schema_history", "SELECT"},  // start-up schema check
     {"outbox_role", "SELECT"},
+    {"outbox_bulk_retry", "SELECT, INSERT"},               // append-only bulk re-drives
+    {"outbox_handler_pause", "SELECT, INSERT, DELETE"},    // pause and resume
+    {"outbox_event_type", "SELECT"},  // applied by `outboxd event-types apply` as the migrating role
+    {"outbox_setting", "SELECT"},     // written by migrate and event-types apply
 };
 constexpr const char* kDefaultRuntimePrivileges = "SELECT, INSERT, UPDATE, DELETE";
 

@@ -63,14 +63,14 @@ void Runtime::start() {
         Rescuer(options_.database_url, outage_, metrics_, options_.max_attempts, options_.rescue_interval()).run(stop);
     });
     listener_ = std::jthread([this](std::stop_token stop) {
-        WakeupListener(options_.database_url, outage_, wakeup_, handlers_).run(stop);
+        WakeupListener(options_.database_url, outage_, wakeup_, handlers_, paused_).run(stop);
     });
     for (int i = 0; i < options_.concurrency; ++i) spawn_worker(WorkQueue::Lane::Normal);
     // One worker more than outbox.concurrency: it runs suspects only, one at a time.
     spawn_worker(WorkQueue::Lane::Suspect);
     deadline_watch_ = std::jthread([this](std::stop_token stop) { watch_deadlines(stop); });
     scheduler_ = std::jthread([this](std::stop_token stop) {
-        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, loop_observer_).run(stop);
+        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, loop_observer_).run(stop);
     });
 }
 
@@ -88,7 +88,7 @@ void Runtime::spawn_worker(WorkQueue::Lane lane) {
 
 void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane) {
     Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy_,
-                  options_.max_attempts, options_.abandon_grace);
+                  options_.max_attempts, options_.abandon_grace, paused_);
     while (auto work = queue_.pop(lane)) {
         // Frees the queue slot however process() ends, unless the call was abandoned: then
         // the host freed it already.

@@ -13,6 +13,7 @@
 #include "db/outage_log.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/fleet_limiter.hpp"
+#include "dispatch/handler_pause.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/loop_observer.hpp"
@@ -64,6 +65,8 @@ public:
     [[nodiscard]] db::OutageLog& outage() noexcept { return outage_; }
 
     [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
+    /// The handlers paused fleet-wide, as this host last read them.
+    [[nodiscard]] const PausedHandlers& paused_handlers() const noexcept { return paused_; }
     [[nodiscard]] std::size_t in_flight() const { return in_flight_.size(); }
     /// Handler threads abandoned and not returned yet.
     [[nodiscard]] int abandoned_threads() const noexcept { return abandoned_; }
@@ -96,6 +99,7 @@ private:
     InFlightTable in_flight_;
     WorkQueue queue_;
     db::Wakeup wakeup_;
+    PausedHandlers paused_;
     Completer completer_;
     FleetLimiter limiter_;
     std::atomic<bool> stopping_{false};

@@ -1,6 +1,9 @@
 #include "dispatch/scheduler.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
+#include <set>
 
 #include "dispatch/completer.hpp"
 
@@ -14,6 +17,7 @@ constexpr auto kSuspectCheckInterval = std::chrono::seconds{1};
 void Scheduler::run(std::stop_token stop) {
     db::DbSession session(options_.database_url, "scheduler", outage_);
     auto next_suspect_check = std::chrono::steady_clock::now();
+    auto next_pause_read = std::chrono::steady_clock::now();
 
     // An idle pass waits at most this long, so the observer hears from the loop in time.
     auto idle_wait = options_.poll_interval;
@@ -40,7 +44,45 @@ void Scheduler::run(std::stop_token stop) {
         // One snapshot per pass: what is claimed is run by exactly these handlers, even if
         // the plugin directory changes meanwhile.
         handlers = handlers_.get();
-        const auto& types = handlers->event_types();
+
+        // Paused handlers: re-read on a NOTIFY or reconnect (the listener marks them stale)
+        // and at every poll interval, the fallback when a notification is lost.
+        if (paused_.take_stale() || !paused_.loaded() || std::chrono::steady_clock::now() >= next_pause_read) {
+            std::set<std::string> names;
+            if (!session.run(
+                    [&](pqxx::connection& conn) {
+                        names.clear();
+                        for (auto& paused : read_paused_handlers(conn)) names.insert(std::move(paused.handler));
+                    },
+                    stop)) {
+                paused_.mark_stale();
+                continue;
+            }
+            paused_.set(std::move(names));
+            next_pause_read = std::chrono::steady_clock::now() + options_.poll_interval;
+        }
+        const std::set<std::string> paused = paused_.get();
+        const auto claimable = [&](const std::string& type) {
+            const auto entries = handlers->for_type(type);
+            return std::none_of(entries.begin(), entries.end(),
+                                [&](const HandlerEntry* entry) { return paused.contains(entry->name); });
+        };
+        std::vector<std::string> types;
+        std::vector<std::string> unthrottled;
+        std::map<std::string, int> throttled;
+        if (paused.empty()) {
+            types = handlers->event_types();
+            unthrottled = handlers->unthrottled_types();
+            throttled = handlers->throttled_types();
+        } else {
+            std::copy_if(handlers->event_types().begin(), handlers->event_types().end(), std::back_inserter(types),
+                         claimable);
+            std::copy_if(handlers->unthrottled_types().begin(), handlers->unthrottled_types().end(),
+                         std::back_inserter(unthrottled), claimable);
+            for (const auto& [type, budget] : handlers->throttled_types()) {
+                if (claimable(type)) throttled.emplace(type, budget);
+            }
+        }
         if (types.empty()) {
             wakeup_.wait_for(idle_wait, stop);
             continue;
@@ -90,8 +132,8 @@ void Scheduler::run(std::stop_token stop) {
                     left -= static_cast<int>(got.size());
                     for (auto& item : got) claimed.push_back(std::move(item));
                 };
-                claim(handlers->unthrottled_types(), std::min(left, options_.batch_size));
-                for (const auto& [type, budget] : handlers->throttled_types()) {
+                claim(unthrottled, std::min(left, options_.batch_size));
+                for (const auto& [type, budget] : throttled) {
                     claim({type}, std::min({left, options_.batch_size, budget - queue_.in_flight_of(type)}));
                 }
             },

@@ -6,6 +6,7 @@
 
 #include "db/outage_log.hpp"
 #include "db/db_session.hpp"
+#include "dispatch/handler_pause.hpp"
 #include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/loop_observer.hpp"
@@ -20,13 +21,19 @@ namespace outbox::dispatch {
 /// work queue's suspect lane. Woken by NOTIFY, by a worker freeing a slot, or by the poll
 /// interval. Each pass of its loop is reported to the LoopObserver (when given), and no idle
 /// wait is longer than the observer allows.
+///
+/// An event type is not claimed while any of this host's handlers for it is paused
+/// fleet-wide: the event waits PENDING (or RETRY_WAIT) with its attempts untouched, instead
+/// of being claimed, run by its other handlers and left unfinished at the cost of an
+/// attempt on every pass. The paused set is re-read when the listener marks it stale and at
+/// every poll interval; nothing is claimed before the first read.
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
-              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers,
+              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers, PausedHandlers& paused,
               LoopObserver* observer = nullptr)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
-          metrics_(metrics), handlers_(handlers), observer_(observer) {}
+          metrics_(metrics), handlers_(handlers), paused_(paused), observer_(observer) {}
 
     void run(std::stop_token stop);
 
@@ -38,6 +45,7 @@ private:
     db::Wakeup& wakeup_;
     metrics::Metrics& metrics_;
     const CurrentHandlers& handlers_;
+    PausedHandlers& paused_;
     LoopObserver* observer_;
 };
 

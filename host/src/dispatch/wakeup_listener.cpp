@@ -24,6 +24,21 @@ private:
     const CurrentHandlers& handlers_;
     db::Wakeup& wakeup_;
 };
+// Pause and resume: the scheduler re-reads the paused set before its next claim.
+class PauseReceiver final : public pqxx::notification_receiver {
+public:
+    PauseReceiver(pqxx::connection_base& conn, PausedHandlers& paused, db::Wakeup& wakeup)
+        : pqxx::notification_receiver(conn, kHandlerNotifyChannel), paused_(paused), wakeup_(wakeup) {}
+
+    void operator()(const std::string& /*payload*/, int /*backend_pid*/) override {
+        paused_.mark_stale();
+        wakeup_.notify();
+    }
+
+private:
+    PausedHandlers& paused_;
+    db::Wakeup& wakeup_;
+};
 }  // namespace
 
 void WakeupListener::run(std::stop_token stop) {
@@ -36,12 +51,14 @@ void WakeupListener::run(std::stop_token stop) {
             std::optional<db::CallGuard> guard;
             guard.emplace(*conn);
             Receiver receiver(*conn, handlers_, wakeup_);
+            PauseReceiver pause_receiver(*conn, paused_, wakeup_);
             conn->get_notifs();  // sends LISTEN
             guard.reset();
             // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.
             if (!conn->is_open()) throw pqxx::broken_connection("LISTEN got no answer");
             outage_.succeeded();
             backoff.reset();
+            paused_.mark_stale();  // pauses and resumes while disconnected were not heard
             wakeup_.notify();
             while (!stop.stop_requested()) conn->await_notification(0, 200'000);
             guard.emplace(*conn, std::chrono::steady_clock::now() + std::chrono::seconds{1});

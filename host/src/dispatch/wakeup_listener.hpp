@@ -6,6 +6,7 @@
 
 #include "db/outage_log.hpp"
 #include "db/db_session.hpp"
+#include "dispatch/handler_pause.hpp"
 #include "dispatch/handler_set.hpp"
 
 namespace outbox::dispatch {
@@ -16,11 +17,14 @@ inline constexpr const char* kNotifyChannel = "outboxd_events";
 /// LISTENs on kNotifyChannel and wakes the scheduler when an event of a type this host
 /// handles was committed, so a handler starts within milliseconds of the commit; polling
 /// stays as the fallback. After a reconnect it wakes the scheduler once, since
-/// notifications sent while disconnected are gone.
+/// notifications sent while disconnected are gone. It also LISTENs on
+/// kHandlerNotifyChannel: a pause or resume marks the paused set stale and wakes the
+/// scheduler, which re-reads it (so a pause reaches every host within milliseconds).
 class WakeupListener {
 public:
-    WakeupListener(std::string url, db::OutageLog& outage, db::Wakeup& wakeup, const CurrentHandlers& handlers)
-        : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(handlers) {}
+    WakeupListener(std::string url, db::OutageLog& outage, db::Wakeup& wakeup, const CurrentHandlers& handlers,
+                   PausedHandlers& paused)
+        : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(handlers), paused_(paused) {}
 
     void run(std::stop_token stop);
 
@@ -29,6 +33,7 @@ private:
     db::OutageLog& outage_;
     db::Wakeup& wakeup_;
     const CurrentHandlers& handlers_;
+    PausedHandlers& paused_;
 };
 
 }  // namespace outbox::dispatch

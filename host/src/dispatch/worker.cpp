@@ -54,6 +54,17 @@ bool Worker::process(const Work& work) {
             release(work);
             return true;
         }
+        // Paused since the claim: the call does not start. The event waits without using the
+        // attempt, unless a handler already failed in it (that failure decides as usual).
+        if (paused_.contains(entry->name)) {
+            permit.reset();
+            const bool failed_so_far = std::any_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
+                return o.kind != core::HandlerOutcome::Kind::Succeeded;
+            });
+            if (failed_so_far) break;
+            release(work);
+            return true;
+        }
         // The last handler of an attempt that went well so far may complete the event in
         // its own transaction.
         const bool clean_so_far = std::all_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {

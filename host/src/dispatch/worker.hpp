@@ -6,6 +6,7 @@
 #include "db/connection_pool.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/fleet_limiter.hpp"
+#include "dispatch/handler_pause.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
@@ -21,10 +22,11 @@ class Worker {
 public:
     Worker(db::ConnectionPool& pool, Completer& completer, InFlightTable& in_flight, FleetLimiter& limiter,
            metrics::Metrics& metrics, const std::atomic<bool>& stopping, const std::atomic<bool>& hard_stop,
-           core::RetryPolicy policy, int max_attempts, std::chrono::milliseconds abandon_grace)
+           core::RetryPolicy policy, int max_attempts, std::chrono::milliseconds abandon_grace,
+           const PausedHandlers& paused)
         : pool_(pool), completer_(completer), in_flight_(in_flight), limiter_(limiter), metrics_(metrics),
           stopping_(stopping), hard_stop_(hard_stop), policy_(policy), max_attempts_(max_attempts),
-          abandon_grace_(abandon_grace) {}
+          abandon_grace_(abandon_grace), paused_(paused) {}
 
     /// Returns false when the host abandoned one of the event's handler calls (it overran
     /// its deadline plus the grace): the host has stored the outcome and freed the slot,
@@ -32,7 +34,8 @@ public:
     [[nodiscard]] bool process(const Work& work);
 
 private:
-    /// Gives the event back without counting the attempt (host stopping before a call).
+    /// Gives the event back without counting the attempt (host stopping before a call, or
+    /// a handler paused since the claim).
     void release(const Work& work);
 
     db::ConnectionPool& pool_;
@@ -45,6 +48,7 @@ private:
     core::RetryPolicy policy_;
     int max_attempts_;
     std::chrono::milliseconds abandon_grace_;
+    const PausedHandlers& paused_;
 };
 
 }  // namespace outbox::dispatch

@@ -94,6 +94,12 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         for (const auto& [handler, delay] : gauges->handler_oldest_delay_seconds) {
             w.sample("outbox_publications_oldest_delay_seconds", {{"handler", handler}}, number(delay));
         }
+        w.family("outbox_handler_paused", "gauge",
+                 "1 while the handler is paused fleet-wide (outboxd handlers pause), else 0; this host's handlers "
+                 "and every paused one.");
+        for (const auto& [handler, paused] : gauges->handler_paused) {
+            w.sample("outbox_handler_paused", {{"handler", handler}}, paused ? "1" : "0");
+        }
         w.family("outbox_publications_oldest_review_seconds", "gauge",
                  "Age of the oldest REVIEW_REQUIRED event (fleet-wide); 0 when none waits for an operator.");
         w.sample("outbox_publications_oldest_review_seconds", {}, number(gauges->oldest_review_seconds));

@@ -24,6 +24,8 @@ struct DbGauges {
     std::map<std::string, double> handler_oldest_delay_seconds;
     /// Hosts in the fleet registry by state (live, stopped, gone).
     std::map<std::string, long long> fleet_hosts;
+    /// This host's handlers and every handler paused fleet-wide: paused or not.
+    std::map<std::string, bool> handler_paused;
     /// Event types whose handler sets differ between live hosts.
     long long fleet_handler_mismatches = 0;
 };

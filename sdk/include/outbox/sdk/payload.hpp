@@ -263,6 +263,7 @@ inline const char* string_field_rule(std::string_view text) {
 class PayloadSchema {
 public:
     PayloadSchema(std::initializer_list<FieldSpec> fields) : fields_(fields) {}
+    explicit PayloadSchema(std::vector<FieldSpec> fields) : fields_(std::move(fields)) {}
 
     [[nodiscard]] const FieldSpec* find(std::string_view name) const {
         for (const auto& field : fields_) {

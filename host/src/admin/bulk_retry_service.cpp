@@ -1,0 +1,202 @@
+#include "admin/bulk_retry_service.hpp"
+
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "db/pg_array.hpp"
+
+namespace outbox::admin {
+namespace {
+
+constexpr int kAttempts = 3;
+
+RetryRejected unprocessable(std::string code, std::string message) {
+    return {RetryRejected::Kind::Unprocessable, std::move(code), std::move(message)};
+}
+
+RetryRejected bad_timestamp() {
+    return unprocessable("INVALID_OCCURRED_BEFORE",
+                         "occurred_before must be an RFC 3339 timestamp with an offset, e.g. 2026-11-30T12:00:00Z");
+}
+
+constexpr const char* kHashSql = R"SQL(
+SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($2, 'UTF8')), 'hex')
+)SQL";
+
+// Requests with the same key wait for each other: the second then finds the first's row.
+constexpr const char* kKeyLockSql = "SELECT pg_advisory_xact_lock(hashtext('outboxd:bulk-retry:' || $1 || ':' || $2))";
+
+constexpr const char* kFindBulkSql = R"SQL(
+SELECT request_hash, array_to_string(event_ids, ',') FROM outbox_bulk_retry
+WHERE coalesce(company_id, '') = $1 AND idempotency_key_hash = $2
+)SQL";
+
+// Without a company (CLI), a key any one-event retry used is taken.
+constexpr const char* kFindSingleSql = R"SQL(
+SELECT 1 FROM outbox_manual_retry WHERE ($1 = '' OR company_id = $1) AND idempotency_key_hash = $2 LIMIT 1
+)SQL";
+
+constexpr const char* kSelectSql = R"SQL(
+SELECT event_id::text, attempt_count FROM event_publication
+WHERE status = 'REVIEW_REQUIRED'
+  AND ($1::text IS NULL OR company_id = $1)
+  AND ($2::text IS NULL OR event_type = $2)
+  AND ($3::text IS NULL OR last_error_code = $3)
+  AND ($4::timestamptz IS NULL OR occurred_at < $4::timestamptz)
+ORDER BY occurred_at, event_id
+LIMIT $5
+FOR UPDATE SKIP LOCKED
+)SQL";
+
+constexpr const char* kInsertBulkSql = R"SQL(
+INSERT INTO outbox_bulk_retry (company_id, actor, reason, idempotency_key_hash, request_hash, filter, event_ids)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::uuid[])
+RETURNING id
+)SQL";
+
+// Exactly a one-event retry per event (see RetryService): PENDING, attempt_count 0, due now,
+// version + 1, no lease; each with its manual-retry and audit rows. The per-event key hash
+// is derived from the request's key, so each row keeps outbox_manual_retry's unique key.
+constexpr const char* kRedriveSql = R"SQL(
+WITH input AS (
+    SELECT * FROM unnest($1::uuid[], $2::integer[]) AS i(event_id, previous_attempt_count)
+), redriven AS (
+    UPDATE event_publication e
+    SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = e.version + 1,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM input i
+    WHERE e.event_id = i.event_id AND e.event_id = ANY ($1::uuid[]) AND e.status = 'REVIEW_REQUIRED'
+    RETURNING e.event_id, e.company_id, e.event_type, e.version AS new_version, i.previous_attempt_count
+), recorded AS (
+    INSERT INTO outbox_manual_retry (event_id, company_id, actor, reason, idempotency_key_hash, request_hash,
+                                     previous_attempt_count, previous_status, previous_version, new_version)
+    SELECT event_id, company_id, $3, $4, encode(sha256(convert_to($5 || ':' || event_id::text, 'UTF8')), 'hex'), $6,
+           previous_attempt_count, 'REVIEW_REQUIRED', new_version - 1, new_version
+    FROM redriven
+    RETURNING id, event_id, company_id, previous_attempt_count, previous_version, new_version
+), audited AS (
+    INSERT INTO audit_event (actor, action, company_id, target_id, detail)
+    SELECT $3, 'outbox.manual_retry', company_id, event_id::text,
+           jsonb_build_object('manual_retry_id', id, 'bulk_retry_id', $7::bigint, 'channel', $8::text,
+                              'previous_status', 'REVIEW_REQUIRED', 'previous_attempt_count', previous_attempt_count,
+                              'previous_version', previous_version, 'new_version', new_version)
+    FROM recorded
+)
+SELECT DISTINCT event_type FROM redriven
+)SQL";
+
+constexpr const char* kNotifySql = "SELECT pg_notify('outboxd_events', $1)";
+
+std::vector<std::string> split_ids(const std::string& text) {
+    std::vector<std::string> ids;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const auto comma = text.find(',', start);
+        ids.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return ids;
+}
+
+}  // namespace
+
+std::optional<RetryRejected> validate_bulk_retry_request(const BulkRetryRequest& request) {
+    if (auto rejected = validate_idempotency_key(request.idempotency_key)) return rejected;
+    const auto& f = request.filter;
+    if (!f.event_type && !f.last_error_code) {
+        return unprocessable("INVALID_FILTER", "the filter needs event_type, last_error_code or both");
+    }
+    static const std::regex type_pattern("^[A-Z][A-Za-z0-9]{0,99}$");
+    static const std::regex code_pattern("^[A-Z][A-Z0-9_]{0,63}$");
+    static const std::regex time_pattern(
+        "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,9})?)?([Zz]|[+-][0-9]{2}(:?[0-9]{2})?)$");
+    if (f.event_type && !std::regex_match(*f.event_type, type_pattern)) {
+        return unprocessable("INVALID_FILTER", "event_type must be PascalCase letters and digits, e.g. MissionCompleted");
+    }
+    if (f.last_error_code && !std::regex_match(*f.last_error_code, code_pattern)) {
+        return unprocessable("INVALID_FILTER", "last_error_code must be an error code such as HTTP_503");
+    }
+    if (f.occurred_before && !std::regex_match(*f.occurred_before, time_pattern)) return bad_timestamp();
+    if (f.limit < 1 || f.limit > kMaxBulkRetry) {
+        return unprocessable("INVALID_LIMIT", "limit must be 1 to " + std::to_string(kMaxBulkRetry));
+    }
+    return validate_reason(request.reason);
+}
+
+std::string canonical_bulk_retry_request(const BulkRetryRequest& request) {
+    const auto& f = request.filter;
+    const auto opt = [](const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    return nlohmann::json{{"filter",
+                           {{"event_type", opt(f.event_type)},
+                            {"last_error_code", opt(f.last_error_code)},
+                            {"occurred_before", opt(f.occurred_before)},
+                            {"limit", f.limit}}},
+                          {"reason", request.reason}}
+        .dump();
+}
+
+BulkRetryResult BulkRetryService::retry(const BulkRetryRequest& request) {
+    if (auto rejected = validate_bulk_retry_request(request)) return *rejected;
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return this->attempt(request);
+        } catch (const pqxx::serialization_failure&) {
+            if (attempt >= kAttempts) throw;
+        } catch (const pqxx::deadlock_detected&) {
+            if (attempt >= kAttempts) throw;
+        }
+    }
+}
+
+BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {
+    const auto& f = request.filter;
+    pqxx::work tx(conn_);
+    tx.exec("SET LOCAL lock_timeout = '5s'");
+    tx.exec("SET LOCAL statement_timeout = '30s'");
+    if (f.occurred_before) {
+        // The pattern passed; PostgreSQL still refuses impossible dates such as 2026-02-30.
+        try {
+            tx.exec_params("SELECT $1::timestamptz", *f.occurred_before);
+        } catch (const pqxx::data_exception&) {
+            return bad_timestamp();
+        }
+    }
+    const std::string company = request.company_id.value_or("");
+    const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_bulk_retry_request(request));
+    const std::string key_hash = hashes[0].as<std::string>();
+    const std::string request_hash = hashes[1].as<std::string>();
+    tx.exec_params(kKeyLockSql, company, key_hash);
+
+    const pqxx::result earlier = tx.exec_params(kFindBulkSql, company, key_hash);
+    if (!earlier.empty()) {
+        if (earlier[0][0].as<std::string>() != request_hash) return key_reused();
+        return BulkRetryAccepted{split_ids(earlier[0][1].as<std::string>()), true};
+    }
+    if (!tx.exec_params(kFindSingleSql, company, key_hash).empty()) return key_reused();
+
+    std::vector<std::string> ids;
+    std::vector<std::string> attempts;
+    for (const auto& row : tx.exec_params(kSelectSql, request.company_id, f.event_type, f.last_error_code,
+                                          f.occurred_before, f.limit)) {
+        ids.push_back(row[0].as<std::string>());
+        attempts.push_back(row[1].as<std::string>());
+    }
+    const nlohmann::json filter = nlohmann::json::parse(canonical_bulk_retry_request(request))["filter"];
+    const auto bulk_id = tx.exec_params1(kInsertBulkSql, request.company_id, request.actor, request.reason, key_hash,
+                                         request_hash, filter.dump(), db::pg_array(ids))[0]
+                             .as<long long>();
+    if (!ids.empty()) {
+        const pqxx::result types = tx.exec_params(kRedriveSql, db::pg_array(ids), db::pg_array(attempts), request.actor,
+                                                  request.reason, key_hash, request_hash, bulk_id, request.channel);
+        // Delivered on commit; hosts that handle these types claim them at once.
+        for (const auto& row : types) tx.exec_params(kNotifySql, row[0].as<std::string>());
+    }
+    tx.commit();
+    return BulkRetryAccepted{std::move(ids), false};
+}
+
+}  // namespace outbox::admin

@@ -1,0 +1,141 @@
+// Operator actions on groups: POST /api/v1/admin/outbox-events/retry (an ADMIN re-drives
+// its company's REVIEW_REQUIRED events matching a filter; BulkRetryService, shared with
+// `outboxd retry --event-type/--code`) and POST /api/v1/admin/handlers/{name}/pause|resume
+// (a platform role pauses or resumes a handler on every host; shared with `outboxd handlers`).
+#include <pqxx/pqxx>
+
+#include "admin/bulk_retry_service.hpp"
+#include "admin/endpoints.hpp"
+#include "dispatch/handler_pause.hpp"
+#include "log/log.hpp"
+
+namespace outbox::admin {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kBulkShape =
+    R"(the body must be a JSON object {"filter": {"event_type": "...", "last_error_code": "...", )"
+    R"("occurred_before": "<RFC 3339>", "limit": N}, "reason": "..."})";
+
+// A string member of `object` when present (null counts as absent); false when it is there
+// but not a string.
+bool optional_string(const json& object, const char* name, std::optional<std::string>& out) {
+    const auto it = object.find(name);
+    if (it == object.end() || it->is_null()) return true;
+    if (!it->is_string()) return false;
+    out = it->get<std::string>();
+    return true;
+}
+
+void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res) {
+    const auto principal = context.auth().authenticate(req, res);
+    if (!principal || !require_admin(*principal, res, "retry events")) return;
+    BulkRetryRequest request;
+    request.idempotency_key = req.header("Idempotency-Key").value_or("");
+    request.actor = principal->subject;
+    request.company_id = principal->company_id;
+    request.channel = "api";
+    if (request.idempotency_key.empty()) {
+        send_error(res, 400, "MISSING_IDEMPOTENCY_KEY", "the Idempotency-Key header is required");
+        return;
+    }
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) {
+        send_error(res, 400, "MALFORMED_JSON", "the request body is not valid JSON");
+        return;
+    }
+    if (!body.is_object()) {
+        send_error(res, 400, "INVALID_BODY", kBulkShape);
+        return;
+    }
+    for (const auto& [key, value] : body.items()) {
+        if (key != "filter" && key != "reason") {
+            send_error(res, 400, "INVALID_BODY", kBulkShape);
+            return;
+        }
+    }
+    const auto filter = body.find("filter");
+    if (filter == body.end() || !filter->is_object()) {
+        send_error(res, 400, "INVALID_FILTER", kBulkShape);
+        return;
+    }
+    for (const auto& [key, value] : filter->items()) {
+        if (key != "event_type" && key != "last_error_code" && key != "occurred_before" && key != "limit") {
+            send_error(res, 400, "INVALID_FILTER", "unknown filter field; allowed: event_type, last_error_code, occurred_before, limit");
+            return;
+        }
+    }
+    auto& f = request.filter;
+    if (!optional_string(*filter, "event_type", f.event_type) ||
+        !optional_string(*filter, "last_error_code", f.last_error_code) ||
+        !optional_string(*filter, "occurred_before", f.occurred_before)) {
+        send_error(res, 400, "INVALID_FILTER", "event_type, last_error_code and occurred_before are strings");
+        return;
+    }
+    if (const auto limit = filter->find("limit"); limit != filter->end() && !limit->is_null()) {
+        if (!limit->is_number_integer() || limit->get<long long>() < 1 || limit->get<long long>() > kMaxBulkRetry) {
+            send_error(res, 422, "INVALID_LIMIT", "limit must be 1 to " + std::to_string(kMaxBulkRetry));
+            return;
+        }
+        f.limit = limit->get<int>();
+    }
+    const auto reason = body.find("reason");
+    if (reason == body.end() || !reason->is_string()) {
+        send_error(res, 422, "INVALID_REASON", "reason must be a string of 10 to 300 characters");
+        return;
+    }
+    request.reason = reason->get<std::string>();
+
+    BulkRetryResult result;
+    if (!context.with_database(res, [&](pqxx::connection& conn) { result = BulkRetryService(conn).retry(request); })) {
+        return;
+    }
+    if (const auto* rejected = std::get_if<RetryRejected>(&result)) {
+        send_error(res, rejected->kind == RetryRejected::Kind::BadRequest ? 400 : 422, rejected->code, rejected->message);
+        return;
+    }
+    const auto& accepted = std::get<BulkRetryAccepted>(result);
+    if (accepted.replayed) {
+        res.set_header("Idempotent-Replayed", "true");
+    } else {
+        log::info("bulk retry accepted: " + std::to_string(accepted.event_ids.size()) + " event(s) PENDING");
+    }
+    res.status = 202;
+    res.body = json{{"count", accepted.event_ids.size()}, {"event_ids", accepted.event_ids}}.dump();
+}
+
+void set_paused(AdminContext& context, const HttpRequest& req, HttpResponse& res, const std::string& name, bool pause) {
+    const auto principal = context.auth().authenticate(req, res);
+    if (!principal || !context.auth().require_platform_role(*principal, res)) return;
+    if (!dispatch::valid_handler_name(name)) {
+        send_error(res, 400, "INVALID_HANDLER_NAME", "a handler name is 1 to 100 of a-z 0-9 . _ - starting with a letter or digit");
+        return;
+    }
+    bool changed = false;
+    if (!context.with_database(res, [&](pqxx::connection& conn) {
+            changed = dispatch::set_handler_paused(conn, name, pause, principal->subject, "api");
+        })) {
+        return;
+    }
+    if (changed) log::info(std::string("handler ") + (pause ? "paused" : "resumed") + " fleet-wide: " + name);
+    res.status = 200;
+    res.body = json{{"handler", name}, {"paused", pause}, {"changed", changed}}.dump();
+}
+
+}  // namespace
+
+void add_operator_endpoints(Router& router, AdminContext& context) {
+    router.add("POST", "/api/v1/admin/outbox-events/retry",
+               [&context](const HttpRequest& req, HttpResponse& res, const PathParams&) { bulk_retry(context, req, res); });
+    router.add("POST", "/api/v1/admin/handlers/{name}/pause",
+               [&context](const HttpRequest& req, HttpResponse& res, const PathParams& params) {
+                   set_paused(context, req, res, params.at(0), true);
+               });
+    router.add("POST", "/api/v1/admin/handlers/{name}/resume",
+               [&context](const HttpRequest& req, HttpResponse& res, const PathParams& params) {
+                   set_paused(context, req, res, params.at(0), false);
+               });
+}
+
+}  // namespace outbox::admin
