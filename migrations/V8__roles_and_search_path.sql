@@ -207,10 +207,16 @@ BEGIN
     FOR v_grantee IN
         SELECT DISTINCT g.grantee FROM information_schema.role_table_grants g
         WHERE g.table_schema = pg_catalog.current_schema() AND g.table_name = 'event_publication'
-          AND g.privilege_type = 'INSERT' AND g.grantee NOT IN ('PUBLIC', current_user)
+          AND g.privilege_type = 'INSERT' AND g.grantee <> current_user
     LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION outbox_publish(text, text, jsonb, text, text) TO %I',
-                                  v_grantee);
+        -- Where every role could insert, every role keeps publishing (PUBLIC is a keyword,
+        -- not a role name to quote).
+        IF v_grantee = 'PUBLIC' THEN
+            GRANT EXECUTE ON FUNCTION outbox_publish(text, text, jsonb, text, text) TO PUBLIC;
+        ELSE
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION outbox_publish(text, text, jsonb, text, text) TO %I',
+                                      v_grantee);
+        END IF;
     END LOOP;
 END
 $$;
