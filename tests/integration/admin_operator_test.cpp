@@ -96,6 +96,8 @@ TEST_F(AdminOperator, BulkRetryRefusesOtherRolesAndBadRequests) {
 }
 
 TEST_F(AdminOperator, PauseAndResumeNeedAPlatformRoleAndAreIdempotent) {
+    // Each scrape below must see the state it follows, not admin.metrics_cache's reuse.
+    restart([](admin::AdminOptions& options) { options.metrics_cache = std::chrono::milliseconds{0}; });
     for (const char* role : {"ADMIN", "HR", "VIEWER"}) {
         const auto res = post("/api/v1/admin/handlers/mission-log-forwarding/pause", json::object(), token(role));
         ASSERT_TRUE(res);
