@@ -117,5 +117,26 @@ TEST_F(AdminStarvation, ARetryNeverLocksOrWaitsForAnotherCompanysEvent) {
     EXPECT_EQ(json::parse(missing->body)["error"], json::parse(res->body)["error"]) << "indistinguishable";
 }
 
+TEST_F(AdminStarvation, ADiscardNeverLocksOrWaitsForAnotherCompanysEvent) {
+    const std::string id = review_event(db_, "acme");
+    pqxx::connection locker(db_.url());
+    pqxx::work hold(locker);
+    hold.exec_params("SELECT 1 FROM event_publication WHERE event_id = $1::uuid FOR UPDATE", id);
+    const auto discard = [&](const std::string& event_id, const std::string& key) {
+        auto headers = bearer(admin_token("globex"));
+        headers.emplace("Idempotency-Key", key);
+        return client().Post("/api/v1/admin/outbox-events/" + event_id + "/discard", headers,
+                             json{{"expected_version", 4}, {"reason", "customer asked us to drop it"}}.dump(),
+                             "application/json");
+    };
+    const auto res = discard(id, "d1");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 403) << res->body;
+    const auto missing = discard("0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10", "d2");
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 403);
+    EXPECT_EQ(json::parse(missing->body)["error"], json::parse(res->body)["error"]) << "indistinguishable";
+}
+
 }  // namespace
 }  // namespace outbox::test

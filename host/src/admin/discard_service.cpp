@@ -19,6 +19,12 @@ constexpr const char* kLockEventSql = R"SQL(
 SELECT company_id, status, version, attempt_count
 FROM event_publication WHERE event_id = $1::uuid FOR UPDATE
 )SQL";
+// As for the retry: an API caller locks only a row of its own company, so another
+// company's event is never waited for and answers exactly like a missing one.
+constexpr const char* kLockOwnEventSql = R"SQL(
+SELECT company_id, status, version, attempt_count
+FROM event_publication WHERE event_id = $1::uuid AND company_id = $2 FOR UPDATE
+)SQL";
 
 constexpr const char* kFindDiscardSql = R"SQL(
 SELECT event_id::text, request_hash, new_version
@@ -91,7 +97,9 @@ DiscardResult DiscardService::attempt(const DiscardRequest& request) {
     const std::string key_hash = hashes[0].as<std::string>();
     const std::string request_hash = hashes[1].as<std::string>();
 
-    const pqxx::result event = tx.exec_params(kLockEventSql, request.event_id);
+    const pqxx::result event = request.company_id
+                                   ? tx.exec_params(kLockOwnEventSql, request.event_id, *request.company_id)
+                                   : tx.exec_params(kLockEventSql, request.event_id);
     std::optional<std::string> company = request.company_id;
     if (!company && !event.empty()) company = event[0][0].as<std::string>();
 
