@@ -11,7 +11,6 @@
 namespace outbox::admin {
 namespace {
 
-constexpr int kAttempts = 3;
 
 RetryRejected unprocessable(std::string code, std::string message) {
     return {RetryRejected::Kind::Unprocessable, std::move(code), std::move(message)};
@@ -141,15 +140,7 @@ std::string canonical_bulk_retry_request(const BulkRetryRequest& request) {
 
 BulkRetryResult BulkRetryService::retry(const BulkRetryRequest& request) {
     if (auto rejected = validate_bulk_retry_request(request)) return *rejected;
-    for (int attempt = 1;; ++attempt) {
-        try {
-            return this->attempt(request);
-        } catch (const pqxx::serialization_failure&) {
-            if (attempt >= kAttempts) throw;
-        } catch (const pqxx::deadlock_detected&) {
-            if (attempt >= kAttempts) throw;
-        }
-    }
+    return run_operator_transaction([&] { return this->attempt(request); });
 }
 
 BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {

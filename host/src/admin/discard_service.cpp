@@ -8,7 +8,6 @@
 namespace outbox::admin {
 namespace {
 
-constexpr int kAttempts = 3;
 
 constexpr const char* kHashSql = R"SQL(
 SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($2, 'UTF8')), 'hex')
@@ -75,18 +74,7 @@ std::string canonical_discard_request(const DiscardRequest& request) {
 
 DiscardResult DiscardService::discard(DiscardRequest request) {
     if (auto rejected = validate_retry_request(request)) return *rejected;
-    for (int attempt = 1;; ++attempt) {
-        try {
-            return this->attempt(request);
-        } catch (const pqxx::unique_violation&) {
-            // A concurrent request took this key (for another event); the next attempt finds it.
-            if (attempt >= kAttempts) throw;
-        } catch (const pqxx::serialization_failure&) {
-            if (attempt >= kAttempts) throw;
-        } catch (const pqxx::deadlock_detected&) {
-            if (attempt >= kAttempts) throw;
-        }
-    }
+    return run_operator_transaction([&] { return this->attempt(request); });
 }
 
 DiscardResult DiscardService::attempt(const DiscardRequest& request) {

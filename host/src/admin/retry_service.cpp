@@ -16,7 +16,6 @@ namespace {
 constexpr std::size_t kMinReason = 10;
 constexpr std::size_t kMaxReason = 300;
 constexpr std::size_t kMaxKey = 200;
-constexpr int kAttempts = 3;
 
 constexpr const char* kHashSql = R"SQL(
 SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($2, 'UTF8')), 'hex')
@@ -129,19 +128,7 @@ std::string canonical_retry_request(const RetryRequest& request) {
 
 RetryResult RetryService::retry(RetryRequest request) {
     if (auto rejected = validate_retry_request(request)) return *rejected;
-    for (int attempt = 1;; ++attempt) {
-        try {
-            return this->attempt(request);
-        } catch (const pqxx::unique_violation&) {
-            // Another request took this key (for another event) between our lookup and our
-            // insert; the next attempt finds its record.
-            if (attempt >= kAttempts) throw;
-        } catch (const pqxx::serialization_failure&) {
-            if (attempt >= kAttempts) throw;
-        } catch (const pqxx::deadlock_detected&) {
-            if (attempt >= kAttempts) throw;
-        }
-    }
+    return run_operator_transaction([&] { return this->attempt(request); });
 }
 
 RetryResult RetryService::attempt(const RetryRequest& request) {

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include <pqxx/connection>
+#include <pqxx/except>
 
 namespace outbox::admin {
 
@@ -60,6 +61,25 @@ std::optional<RetryRejected> validate_reason(const std::string& reason);
 /// Checks the request's fields without a database; nullopt when they are well-formed.
 /// Normalizes the event id to lower case.
 std::optional<RetryRejected> validate_retry_request(RetryRequest& request);
+
+/// Runs one operator action's transaction, again (three runs at most) when a concurrent
+/// request took its Idempotency-Key first (the next run finds that request's record) or
+/// PostgreSQL reports a serialization failure or a deadlock; the last failure propagates.
+template <typename Attempt>
+auto run_operator_transaction(Attempt&& attempt) -> decltype(attempt()) {
+    constexpr int kRuns = 3;
+    for (int run = 1;; ++run) {
+        try {
+            return attempt();
+        } catch (const pqxx::unique_violation&) {
+            if (run >= kRuns) throw;
+        } catch (const pqxx::serialization_failure&) {
+            if (run >= kRuns) throw;
+        } catch (const pqxx::deadlock_detected&) {
+            if (run >= kRuns) throw;
+        }
+    }
+}
 
 /// The canonical text whose SHA-256 is stored as request_hash: the same event, expected
 /// version and reason always give the same text.
