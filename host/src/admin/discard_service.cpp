@@ -8,23 +8,6 @@
 namespace outbox::admin {
 namespace {
 
-
-constexpr const char* kHashSql = R"SQL(
-SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($2, 'UTF8')), 'hex')
-)SQL";
-
-// FOR UPDATE serializes concurrent operator actions on one event (a retry takes the same lock).
-constexpr const char* kLockEventSql = R"SQL(
-SELECT company_id, status, version, attempt_count
-FROM event_publication WHERE event_id = $1::uuid FOR UPDATE
-)SQL";
-// As for the retry: an API caller locks only a row of its own company, so another
-// company's event is never waited for and answers exactly like a missing one.
-constexpr const char* kLockOwnEventSql = R"SQL(
-SELECT company_id, status, version, attempt_count
-FROM event_publication WHERE event_id = $1::uuid AND company_id = $2 FOR UPDATE
-)SQL";
-
 constexpr const char* kFindDiscardSql = R"SQL(
 SELECT event_id::text, request_hash, new_version
 FROM outbox_discard WHERE company_id = $1 AND idempotency_key_hash = $2
@@ -79,17 +62,11 @@ DiscardResult DiscardService::discard(DiscardRequest request) {
 
 DiscardResult DiscardService::attempt(const DiscardRequest& request) {
     pqxx::work tx(conn_);
-    tx.exec("SET LOCAL lock_timeout = '5s'");
-    tx.exec("SET LOCAL statement_timeout = '10s'");
-    const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_discard_request(request));
-    const std::string key_hash = hashes[0].as<std::string>();
-    const std::string request_hash = hashes[1].as<std::string>();
-
-    const pqxx::result event = request.company_id
-                                   ? tx.exec_params(kLockOwnEventSql, request.event_id, *request.company_id)
-                                   : tx.exec_params(kLockEventSql, request.event_id);
-    std::optional<std::string> company = request.company_id;
-    if (!company && !event.empty()) company = event[0][0].as<std::string>();
+    const ActionStart start = start_event_action(tx, request, canonical_discard_request(request));
+    const std::string& key_hash = start.key_hash;
+    const std::string& request_hash = start.request_hash;
+    const pqxx::result& event = start.event;
+    const std::optional<std::string>& company = start.company;
 
     if (company) {
         const pqxx::result earlier = tx.exec_params(kFindDiscardSql, *company, key_hash);

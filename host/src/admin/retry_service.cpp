@@ -126,6 +126,20 @@ std::string canonical_retry_request(const RetryRequest& request) {
         .dump();
 }
 
+ActionStart start_event_action(pqxx::work& tx, const RetryRequest& request, const std::string& canonical_request) {
+    tx.exec("SET LOCAL lock_timeout = '5s'");
+    tx.exec("SET LOCAL statement_timeout = '10s'");
+    ActionStart start;
+    const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_request);
+    start.key_hash = hashes[0].as<std::string>();
+    start.request_hash = hashes[1].as<std::string>();
+    start.event = request.company_id ? tx.exec_params(kLockOwnEventSql, request.event_id, *request.company_id)
+                                     : tx.exec_params(kLockEventSql, request.event_id);
+    start.company = request.company_id;
+    if (!start.company && !start.event.empty()) start.company = start.event[0][0].as<std::string>();
+    return start;
+}
+
 RetryResult RetryService::retry(RetryRequest request) {
     if (auto rejected = validate_retry_request(request)) return *rejected;
     return run_operator_transaction([&] { return this->attempt(request); });
@@ -133,17 +147,11 @@ RetryResult RetryService::retry(RetryRequest request) {
 
 RetryResult RetryService::attempt(const RetryRequest& request) {
     pqxx::work tx(conn_);
-    tx.exec("SET LOCAL lock_timeout = '5s'");
-    tx.exec("SET LOCAL statement_timeout = '10s'");
-    const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_retry_request(request));
-    const std::string key_hash = hashes[0].as<std::string>();
-    const std::string request_hash = hashes[1].as<std::string>();
-
-    const pqxx::result event = request.company_id
-                                   ? tx.exec_params(kLockOwnEventSql, request.event_id, *request.company_id)
-                                   : tx.exec_params(kLockEventSql, request.event_id);
-    std::optional<std::string> company = request.company_id;
-    if (!company && !event.empty()) company = event[0][0].as<std::string>();
+    const ActionStart start = start_event_action(tx, request, canonical_retry_request(request));
+    const std::string& key_hash = start.key_hash;
+    const std::string& request_hash = start.request_hash;
+    const pqxx::result& event = start.event;
+    const std::optional<std::string>& company = start.company;
 
     if (company) {
         const pqxx::result earlier = tx.exec_params(kFindRetrySql, *company, key_hash);

@@ -6,6 +6,8 @@
 
 #include <pqxx/connection>
 #include <pqxx/except>
+#include <pqxx/result>
+#include <pqxx/transaction>
 
 namespace outbox::admin {
 
@@ -61,6 +63,20 @@ std::optional<RetryRejected> validate_reason(const std::string& reason);
 /// Checks the request's fields without a database; nullopt when they are well-formed.
 /// Normalizes the event id to lower case.
 std::optional<RetryRejected> validate_retry_request(RetryRequest& request);
+
+/// The first steps every single-event operator action (retry, discard) takes in its
+/// transaction: bounded lock and statement waits, the SHA-256 of the Idempotency-Key and of
+/// the canonical request, and the event's row locked — for an API caller only a row of its
+/// own company, so another company's event is never waited for and answers like a missing
+/// one. `event` holds (company_id, status, version, attempt_count, event_type) or is empty;
+/// `company` is the caller's, or for the CLI the event's.
+struct ActionStart {
+    std::string key_hash;
+    std::string request_hash;
+    pqxx::result event;
+    std::optional<std::string> company;
+};
+ActionStart start_event_action(pqxx::work& tx, const RetryRequest& request, const std::string& canonical_request);
 
 /// Runs one operator action's transaction, again (three runs at most) when a concurrent
 /// request took its Idempotency-Key first (the next run finds that request's record) or
