@@ -1,0 +1,12 @@
+-- outboxd: no-transaction
+-- online: yes
+-- An index for the operator console's event history: the channel (api or cli) and the
+-- bulk request of a re-drive or discard are recorded only in the action's audit_event
+-- row, which the history looks up by target (the event id) and action.
+--
+-- Online: built CONCURRENTLY, outside a transaction (the marker on the first line), so
+-- operator actions keep writing audit rows while it builds; a failed build leaves an
+-- INVALID index that the migrator drops before retrying. Until it exists the history
+-- reads audit_event sequentially instead: slower, never wrong. Hosts of the previous
+-- release do not use it.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS audit_event_target_idx ON audit_event (target_id, action);
