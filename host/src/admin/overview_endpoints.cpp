@@ -30,10 +30,24 @@ void prepare(pqxx::transaction_base& tx) {
 
 constexpr const char* kNowSql = R"SQL(SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))SQL";
 
-// Served by event_publication_company_status_idx (V16) as an index-only scan.
+// Counts per (event type, status) of one company, each part read from a partial index
+// so the cost follows the company's rows, not the table's: the finished statuses from V16's
+// event_publication_company_finished_idx (an index-only scan, about 200 ms for a company
+// with a million finished events), the unfinished ones from the claim's indexes (as large
+// as the backlog).
 constexpr const char* kByTypeSql = R"SQL(
-SELECT event_type, status, count(*) FROM event_publication WHERE company_id = $1
-GROUP BY event_type, status ORDER BY event_type, status
+SELECT event_type, status, count(*) FROM event_publication
+WHERE company_id = $1 AND status IN ('COMPLETED', 'DISCARDED') GROUP BY event_type, status
+UNION ALL
+SELECT event_type, status, count(*) FROM event_publication
+WHERE company_id = $1 AND status IN ('PENDING', 'RETRY_WAIT') GROUP BY event_type, status
+UNION ALL
+SELECT event_type, status, count(*) FROM event_publication
+WHERE company_id = $1 AND status = 'PROCESSING' GROUP BY event_type, status
+UNION ALL
+SELECT event_type, status, count(*) FROM event_publication
+WHERE company_id = $1 AND status = 'REVIEW_REQUIRED' GROUP BY event_type, status
+ORDER BY 1, 2
 )SQL";
 
 // The last 60 minutes, oldest first, the current (partial) minute last. completed: events
