@@ -184,6 +184,24 @@ TEST_F(AdminConsole, TheOverviewEqualsTheDatabaseForTheCallersCompanyOnly) {
     get_json("/api/v1/admin/overview", mint_hs256(token_claims("ADMIN", "acme"), "another-secret-0123456789abcdef"), 401);
 }
 
+TEST_F(AdminConsole, EachCompanysOverviewIsComputedOncePerCachePeriod) {
+    restart([](admin::AdminOptions& options) { options.metrics_cache = std::chrono::hours{1}; });
+    event_in("PENDING");
+    const json first = get_json("/api/v1/admin/overview", token("VIEWER"));
+    ASSERT_EQ(first["counts"]["PENDING"], 1) << first;
+    event_in("PENDING");
+    // Within the period every reader of the company gets the same computation...
+    const json again = get_json("/api/v1/admin/overview", token("ADMIN"));
+    EXPECT_EQ(again["counts"]["PENDING"], 1) << again;
+    EXPECT_EQ(again["generated_at"], first["generated_at"]);
+    // ...and another company gets its own, never ours.
+    event_in("PENDING", "globex");
+    EXPECT_EQ(get_json("/api/v1/admin/overview", token("VIEWER", "globex"))["counts"]["PENDING"], 1);
+
+    restart([](admin::AdminOptions& options) { options.metrics_cache = std::chrono::milliseconds{0}; });
+    EXPECT_EQ(get_json("/api/v1/admin/overview", token("VIEWER"))["counts"]["PENDING"], 2);
+}
+
 TEST_F(AdminConsole, ReviewGroupsEqualTheDatabaseAndTheListFiltersByCode) {
     std::vector<std::string> batch_422;
     for (int i = 0; i < 3; ++i) batch_422.push_back(event_in("REVIEW_REQUIRED", "acme", "TestBatch", "HTTP_422"));

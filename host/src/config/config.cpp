@@ -286,7 +286,7 @@ const std::array kSettings{
             "a list of role names (the variable: comma-separated)"},
     Setting{"admin.metrics_cache", "OUTBOX_ADMIN_METRICS_CACHE",
             [](Config& c, const Value& v) { c.admin.metrics_cache = to_duration(v, 0ms, 1h); }, "5s",
-            "`/metrics` database gauges are computed at most once per this"},
+            "`/metrics` database gauges and each company's console overview are computed at most once per this"},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
