@@ -20,5 +20,8 @@ void add_operator_endpoints(Router& router, AdminContext& context);
 void add_discard_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/fleet.
 void add_fleet_endpoints(Router& router, AdminContext& context);
+/// GET /console (redirect), /console/, /console/{file} (the embedded operator console) and
+/// /console/session (the token a reverse proxy put in admin.console_token_header).
+void add_console_endpoints(Router& router, AdminContext& context);
 
 }  // namespace outbox::admin
