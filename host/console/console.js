@@ -206,8 +206,12 @@
     const body = el('div', { id: 'overview-body' }, el('p', { class: 'muted', text: 'Loading…' }));
     page('page-overview', 'Overview', el('p', { class: 'hint' }, 'Events of company ', el('strong', { text: state.me.company_id }),
       '; refreshed every ' + REFRESH_MS / 1000 + ' seconds. ', el('span', { id: 'overview-updated' })), body);
+    let loading = false;  // a slow answer is not overtaken by the next refresh
     const load = async () => {
+      if (loading) return;
+      loading = true;
       const answer = await api('GET', '/api/v1/admin/overview');
+      loading = false;
       if (state.route !== 'overview' || !document.contains(body)) return;
       if (!answer.ok) {
         if (failed(answer)) return;
