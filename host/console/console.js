@@ -1,6 +1,6 @@
 // outboxd operator console. Plain JavaScript, no framework: every page is built with DOM
-// calls (never innerHTML with data), so nothing the API returns can run as script, and the
-// strict Content-Security-Policy of /console/ holds. The page has no privilege of its own:
+// calls and API text only ever becomes text nodes, so nothing the API returns can run as
+// script, and the strict Content-Security-Policy of /console/ holds. The page has no privilege of its own:
 // each read and action is an API request with the operator's token, checked by the API.
 'use strict';
 
@@ -550,7 +550,7 @@
         el('li', {}, '[' + (s.handlers || []).join(', ') + '] on ', (s.hosts || []).join(', ')))))));
 
     // Every handler a host runs, and every paused one even when no host runs it now.
-    const paused = new Map((fleet.paused_handlers || []).map((p) => [p.handler, p]));
+    const paused = new Map((fleet.paused || []).map((p) => [p.handler, p]));
     const names = new Set(paused.keys());
     for (const h of fleet.hosts || []) for (const x of h.handlers || []) names.add(x.handler);
     const handlerRows = Array.from(names).sort().map((name) => {

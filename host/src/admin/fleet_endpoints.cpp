@@ -1,12 +1,10 @@
 // GET /api/v1/admin/fleet: the hosts sharing this database and their handlers. Host names,
 // pids and plugin file names are the platform's: only admin.platform_roles may read them.
-// paused_handlers: the handlers paused fleet-wide (the console's fleet page resumes them).
 #include <optional>
 
 #include <pqxx/pqxx>
 
 #include "admin/endpoints.hpp"
-#include "dispatch/handler_pause.hpp"
 #include "fleet/fleet_registry.hpp"
 
 namespace outbox::admin {
@@ -16,19 +14,8 @@ void fleet_view(AdminContext& context, const HttpRequest& req, HttpResponse& res
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !context.auth().require_platform_role(*principal, res)) return;
     std::optional<fleet::FleetView> view;
-    std::vector<dispatch::PausedHandler> paused;
-    if (!context.with_database(res, [&](pqxx::connection& conn) {
-            view = fleet::read_fleet(conn);
-            paused = dispatch::read_paused_handlers(conn);
-        })) {
-        return;
-    }
-    nlohmann::json body = fleet::to_json(*view);
-    body["paused_handlers"] = nlohmann::json::array();
-    for (const auto& p : paused) {
-        body["paused_handlers"].push_back({{"handler", p.handler}, {"paused_at", p.paused_at}, {"paused_by", p.paused_by}});
-    }
-    res.body = body.dump();
+    if (!context.with_database(res, [&](pqxx::connection& conn) { view = fleet::read_fleet(conn); })) return;
+    res.body = fleet::to_json(*view).dump();
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ constexpr const char* kPolicy =
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
-using AdminConsole = AdminApi;
+using AdminConsoleFiles = AdminApi;
 
 void expect_console_headers(const httplib::Result& res) {
     EXPECT_EQ(res->get_header_value("Content-Security-Policy"), kPolicy);
@@ -25,7 +25,7 @@ void expect_console_headers(const httplib::Result& res) {
     EXPECT_EQ(res->get_header_value("Cache-Control"), "no-store");
 }
 
-TEST_F(AdminConsole, ServesTheEmbeddedFilesWithTheirTypesAndSecurityHeaders) {
+TEST_F(AdminConsoleFiles, ServesTheEmbeddedFilesWithTheirTypesAndSecurityHeaders) {
     const auto index = client().Get("/console/");
     ASSERT_TRUE(index);
     ASSERT_EQ(index->status, 200);
@@ -50,7 +50,7 @@ TEST_F(AdminConsole, ServesTheEmbeddedFilesWithTheirTypesAndSecurityHeaders) {
 }
 
 // No inline script or style anywhere: the Content-Security-Policy would block it.
-TEST_F(AdminConsole, TheFilesUseNoInlineScriptOrStyle) {
+TEST_F(AdminConsoleFiles, TheFilesUseNoInlineScriptOrStyle) {
     for (const auto& file : admin::console_files()) {
         const std::string text(file.content);
         EXPECT_EQ(text.find("style=\""), std::string::npos) << file.name;
@@ -64,7 +64,7 @@ TEST_F(AdminConsole, TheFilesUseNoInlineScriptOrStyle) {
     }
 }
 
-TEST_F(AdminConsole, RedirectsTheBarePathAndAnswersUnknownFilesWithJson) {
+TEST_F(AdminConsoleFiles, RedirectsTheBarePathAndAnswersUnknownFilesWithJson) {
     const auto bare = client().Get("/console");
     ASSERT_TRUE(bare);
     EXPECT_EQ(bare->status, 308);
@@ -81,7 +81,7 @@ TEST_F(AdminConsole, RedirectsTheBarePathAndAnswersUnknownFilesWithJson) {
     EXPECT_EQ(post->status, 405);
 }
 
-TEST_F(AdminConsole, TurnedOffItIsNotServed) {
+TEST_F(AdminConsoleFiles, TurnedOffItIsNotServed) {
     restart([](admin::AdminOptions& o) { o.console = false; });
     for (const char* path : {"/console/", "/console", "/console/console.js", "/console/session"}) {
         const auto res = client().Get(path);
@@ -92,7 +92,7 @@ TEST_F(AdminConsole, TurnedOffItIsNotServed) {
     EXPECT_EQ(client().Get("/healthz")->status, 200);
 }
 
-TEST_F(AdminConsole, TheSessionHandsBackTheProxysTokenOnlyWhenConfigured) {
+TEST_F(AdminConsoleFiles, TheSessionHandsBackTheProxysTokenOnlyWhenConfigured) {
     const httplib::Headers from_proxy{{"X-Auth-Request-Access-Token", "the-operators-jwt"}};
     const auto unconfigured = client().Get("/console/session", from_proxy);
     ASSERT_TRUE(unconfigured);
