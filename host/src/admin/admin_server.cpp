@@ -75,6 +75,9 @@ struct AdminServer::Impl {
         add_operator_endpoints(router, context);
         add_discard_endpoints(router, context);
         add_fleet_endpoints(router, context);
+        add_identity_endpoints(router, context);
+        add_overview_endpoints(router, context);
+        add_history_endpoints(router, context);
         if (context.options().console) add_console_endpoints(router, context);
     }
 

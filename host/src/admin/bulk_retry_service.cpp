@@ -45,6 +45,7 @@ WHERE status = 'REVIEW_REQUIRED'
   AND ($2::text IS NULL OR event_type = $2)
   AND ($3::text IS NULL OR last_error_code = $3)
   AND ($4::timestamptz IS NULL OR occurred_at < $4::timestamptz)
+  AND ($6::uuid[] IS NULL OR event_id = ANY ($6::uuid[]))
 ORDER BY occurred_at, event_id
 LIMIT $5
 FOR UPDATE SKIP LOCKED
@@ -106,8 +107,19 @@ std::vector<std::string> split_ids(const std::string& text) {
 std::optional<RetryRejected> validate_bulk_retry_request(const BulkRetryRequest& request) {
     if (auto rejected = validate_idempotency_key(request.idempotency_key)) return rejected;
     const auto& f = request.filter;
-    if (!f.event_type && !f.last_error_code) {
-        return unprocessable("INVALID_FILTER", "the filter needs event_type, last_error_code or both");
+    if (!f.event_type && !f.last_error_code && !f.event_ids) {
+        return unprocessable("INVALID_FILTER", "the filter needs event_type, last_error_code, event_ids or several of them");
+    }
+    if (f.event_ids) {
+        if (f.event_ids->empty() || f.event_ids->size() > static_cast<std::size_t>(kMaxBulkRetry)) {
+            return unprocessable("INVALID_FILTER", "event_ids must list 1 to " + std::to_string(kMaxBulkRetry) + " event ids");
+        }
+        static const std::regex uuid_pattern("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
+        for (const auto& id : *f.event_ids) {
+            if (!std::regex_match(id, uuid_pattern)) {
+                return unprocessable("INVALID_FILTER", "every event id in event_ids must be a lower-case UUID");
+            }
+        }
     }
     static const std::regex type_pattern("^[A-Z][A-Za-z0-9]{0,99}$");
     static const std::regex code_pattern("^[A-Z][A-Z0-9_]{0,63}$");
@@ -129,13 +141,14 @@ std::optional<RetryRejected> validate_bulk_retry_request(const BulkRetryRequest&
 std::string canonical_bulk_retry_request(const BulkRetryRequest& request) {
     const auto& f = request.filter;
     const auto opt = [](const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-    return nlohmann::json{{"filter",
-                           {{"event_type", opt(f.event_type)},
-                            {"last_error_code", opt(f.last_error_code)},
-                            {"occurred_before", opt(f.occurred_before)},
-                            {"limit", f.limit}}},
-                          {"reason", request.reason}}
-        .dump();
+    nlohmann::json filter{{"event_type", opt(f.event_type)},
+                          {"last_error_code", opt(f.last_error_code)},
+                          {"occurred_before", opt(f.occurred_before)},
+                          {"limit", f.limit}};
+    // Only when given, so a request without ids hashes as it did before they existed; the
+    // same set of ids in any order is the same request.
+    if (f.event_ids) filter["event_ids"] = std::set<std::string>(f.event_ids->begin(), f.event_ids->end());
+    return nlohmann::json{{"filter", std::move(filter)}, {"reason", request.reason}}.dump();
 }
 
 BulkRetryResult BulkRetryService::retry(const BulkRetryRequest& request) {
@@ -171,8 +184,9 @@ BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {
 
     std::vector<std::string> ids;
     std::vector<std::string> attempts;
+    const std::optional<std::string> event_ids = f.event_ids ? std::optional(db::pg_array(*f.event_ids)) : std::nullopt;
     for (const auto& row : tx.exec_params(kSelectSql, request.company_id, f.event_type, f.last_error_code,
-                                          f.occurred_before, f.limit)) {
+                                          f.occurred_before, f.limit, event_ids)) {
         ids.push_back(row[0].as<std::string>());
         attempts.push_back(row[1].as<std::string>());
     }

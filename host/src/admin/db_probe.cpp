@@ -8,31 +8,43 @@
 namespace outbox::admin {
 namespace {
 
+// Unfinished events (optionally of one company, $3) and the (handler, event type) pairs
+// of $1/$2: the per-handler oldest delay below reads both. Shared by /metrics (every
+// company) and the console's overview (one company), so both mean the same thing.
+constexpr const char* kLiveCtes = R"SQL(
+live AS MATERIALIZED (
+    SELECT event_id, event_type, occurred_at FROM event_publication
+    WHERE (status IN ('PENDING', 'RETRY_WAIT') OR status = 'PROCESSING') AND ($3::text IS NULL OR company_id = $3)
+), handler_types AS (
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS h(handler, event_type)
+)
+)SQL";
+
+// {"<handler>": seconds}: per handler, the age of the oldest live event of a type it
+// supports that it has not consumed yet (handlers with none are absent).
+constexpr const char* kHandlerDelays = R"SQL(
+    (SELECT coalesce(json_object_agg(handler, delay), '{}')::text FROM (
+        SELECT h.handler, extract(epoch FROM now() - min(l.occurred_at))::float8 AS delay
+        FROM handler_types h JOIN live l ON l.event_type = h.event_type
+        WHERE NOT EXISTS (SELECT 1 FROM event_consumption c
+                          WHERE c.event_id = l.event_id AND c.handler_name = h.handler)
+        GROUP BY h.handler) d)
+)SQL";
+
 // Each count names one status so it matches a partial index predicate (due, lease, review);
 // `status <> 'COMPLETED'` would match none and read every COMPLETED row. Unfinished means
 // PENDING, RETRY_WAIT (due or not: a retry waiting for its backoff is still late) and
 // PROCESSING; REVIEW_REQUIRED waits for a person and has its own gauge. Blocked: waiting
 // events held back by an unfinished or reviewed earlier event of their aggregate, both
 // sides read from the aggregate index (unfinished keyed events only).
-constexpr const char* kGaugesSql = R"SQL(
-WITH live AS MATERIALIZED (
-    SELECT event_id, event_type, occurred_at FROM event_publication
-    WHERE status IN ('PENDING', 'RETRY_WAIT') OR status = 'PROCESSING'
-), handler_types AS (
-    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS h(handler, event_type)
-)
+const std::string kGaugesSql = std::string("WITH ") + kLiveCtes + R"SQL(
 SELECT
     (SELECT count(*) FROM event_publication WHERE status = 'PENDING'),
     (SELECT count(*) FROM event_publication WHERE status = 'RETRY_WAIT'),
     (SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'),
     (SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED'),
     (SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::float8 FROM live),
-    (SELECT coalesce(json_object_agg(handler, delay), '{}')::text FROM (
-        SELECT h.handler, extract(epoch FROM now() - min(l.occurred_at))::float8 AS delay
-        FROM handler_types h JOIN live l ON l.event_type = h.event_type
-        WHERE NOT EXISTS (SELECT 1 FROM event_consumption c
-                          WHERE c.event_id = l.event_id AND c.handler_name = h.handler)
-        GROUP BY h.handler) d),
+)SQL" + kHandlerDelays + R"SQL(,
     (SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::float8 FROM event_publication
      WHERE status = 'REVIEW_REQUIRED'),
     (SELECT count(*) FROM event_publication w
@@ -43,25 +55,63 @@ SELECT
                      AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')))
 )SQL";
 
+const std::string kHandlerDelaysSql = std::string("WITH ") + kLiveCtes + " SELECT " + kHandlerDelays;
+
+struct HandlerTypeArrays {
+    std::string names;
+    std::string types;
+};
+
+// One (handler, event type) pair per element, as the two parallel arrays $1 and $2.
+HandlerTypeArrays handler_type_arrays(const std::vector<HandlerTypes>& handlers) {
+    std::vector<std::string> names;
+    std::vector<std::string> types;
+    for (const auto& handler : handlers) {
+        for (const auto& type : handler.event_types) {
+            names.push_back(handler.name);
+            types.push_back(type);
+        }
+    }
+    return {db::pg_array(names), db::pg_array(types)};
+}
+
+// Every handler of `handlers` at 0, then the delays the query found.
+std::map<std::string, double> handler_delays(const std::vector<HandlerTypes>& handlers, const char* json_text) {
+    std::map<std::string, double> delays;
+    for (const auto& handler : handlers) delays[handler.name] = 0;
+    const auto found = nlohmann::json::parse(json_text);
+    for (const auto& [handler, delay] : found.items()) delays[handler] = delay.get<double>();
+    return delays;
+}
+
 void limit_statement(pqxx::transaction_base& tx, std::chrono::milliseconds timeout) {
     tx.exec("SET LOCAL statement_timeout = " + std::to_string(timeout.count()));
 }
 
 }  // namespace
 
+std::vector<HandlerTypes> handler_types_of(const dispatch::HandlerSet& handlers) {
+    std::vector<HandlerTypes> out;
+    for (const auto& entry : handlers.entries()) out.push_back({entry.name, entry.event_types});
+    return out;
+}
+
+std::map<std::string, double> read_handler_oldest_delays(pqxx::transaction_base& tx,
+                                                         const std::vector<HandlerTypes>& handlers,
+                                                         const std::string& company_id) {
+    const auto arrays = handler_type_arrays(handlers);
+    const pqxx::row row = tx.exec_params1(kHandlerDelaysSql, arrays.names, arrays.types, company_id);
+    return handler_delays(handlers, row[0].c_str());
+}
+
 metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::HandlerSet& handlers,
                                  std::chrono::milliseconds timeout) {
-    std::vector<std::string> names;
-    std::vector<std::string> types;
-    for (const auto& entry : handlers.entries()) {
-        for (const auto& type : entry.event_types) {
-            names.push_back(entry.name);
-            types.push_back(type);
-        }
-    }
+    const auto handler_types = handler_types_of(handlers);
+    const auto arrays = handler_type_arrays(handler_types);
     pqxx::read_transaction tx(conn);
     limit_statement(tx, timeout);
-    const pqxx::row row = tx.exec_params1(kGaugesSql, db::pg_array(names), db::pg_array(types));
+    const pqxx::row row =
+        tx.exec_params1(kGaugesSql, arrays.names, arrays.types, std::optional<std::string>{});
     const pqxx::result paused = tx.exec("SELECT handler_name FROM outbox_handler_pause");
     tx.commit();
 
@@ -74,11 +124,7 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::Handler
     gauges.backlog["PROCESSING"] = row[2].as<long long>();
     gauges.backlog["REVIEW_REQUIRED"] = row[3].as<long long>();
     gauges.oldest_delay_seconds = row[4].as<double>();
-    for (const auto& entry : handlers.entries()) gauges.handler_oldest_delay_seconds[entry.name] = 0;
-    const auto per_handler = nlohmann::json::parse(row[5].c_str());
-    for (const auto& [handler, delay] : per_handler.items()) {
-        gauges.handler_oldest_delay_seconds[handler] = delay.get<double>();
-    }
+    gauges.handler_oldest_delay_seconds = handler_delays(handler_types, row[5].c_str());
     gauges.oldest_review_seconds = row[6].as<double>();
     gauges.blocked = row[7].as<long long>();
     return gauges;

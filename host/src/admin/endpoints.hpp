@@ -20,6 +20,12 @@ void add_operator_endpoints(Router& router, AdminContext& context);
 void add_discard_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/fleet.
 void add_fleet_endpoints(Router& router, AdminContext& context);
+/// GET /api/v1/admin/me (any authenticated caller: who the token says it is).
+void add_identity_endpoints(Router& router, AdminContext& context);
+/// GET /api/v1/admin/overview and GET /api/v1/admin/review-groups (the caller's company).
+void add_overview_endpoints(Router& router, AdminContext& context);
+/// GET /api/v1/admin/outbox-events/{id}/history.
+void add_history_endpoints(Router& router, AdminContext& context);
 /// GET /console (redirect), /console/, /console/{file} (the embedded operator console) and
 /// /console/session (the token a reverse proxy put in admin.console_token_header).
 void add_console_endpoints(Router& router, AdminContext& context);

@@ -6,19 +6,21 @@
 
 namespace outbox::admin {
 
-bool normalize_event_id(HttpResponse& res, std::string& id) {
-    // 8-4-4-4-12 hex digits.
+bool normalize_uuid(std::string& id) {
     bool valid = id.size() == 36;
     for (std::size_t i = 0; valid && i < id.size(); ++i) {
         const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
         valid = dash ? id[i] == '-' : std::isxdigit(static_cast<unsigned char>(id[i])) != 0;
     }
-    if (!valid) {
-        send_error(res, 400, "INVALID_EVENT_ID", "the event id must be a UUID");
-        return false;
-    }
+    if (!valid) return false;
     for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return true;
+}
+
+bool normalize_event_id(HttpResponse& res, std::string& id) {
+    if (normalize_uuid(id)) return true;
+    send_error(res, 400, "INVALID_EVENT_ID", "the event id must be a UUID");
+    return false;
 }
 
 void send_not_accessible(HttpResponse& res) {

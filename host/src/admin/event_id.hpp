@@ -6,6 +6,9 @@
 
 namespace outbox::admin {
 
+/// Lower-cases `id` and returns true when it is a UUID (8-4-4-4-12 hex digits).
+bool normalize_uuid(std::string& id);
+
 /// Lower-cases `id` when it is a UUID; otherwise answers 400 INVALID_EVENT_ID.
 bool normalize_event_id(HttpResponse& res, std::string& id);
 

@@ -43,6 +43,7 @@ WHERE p.company_id = $1
   AND ($3::text IS NULL OR p.event_type = $3)
   AND ($4::bigint IS NULL OR (p.occurred_at, p.event_id) <
        (timestamptz 'epoch' + $4::bigint * interval '1 microsecond', $5::uuid))
+  AND ($7::text IS NULL OR p.last_error_code = $7)
 ORDER BY p.occurred_at DESC, p.event_id DESC
 LIMIT $6
 )SQL";
@@ -86,6 +87,7 @@ void prepare(pqxx::work& tx) {
 
 std::optional<FilterError> parse_event_filter(const std::optional<std::string>& status,
                                               const std::optional<std::string>& event_type,
+                                              const std::optional<std::string>& last_error_code,
                                               const std::optional<std::string>& limit,
                                               const std::optional<std::string>& cursor, EventFilter& filter) {
     if (status) {
@@ -101,6 +103,15 @@ std::optional<FilterError> parse_event_filter(const std::optional<std::string>& 
             return FilterError{"INVALID_EVENT_TYPE", "event_type must be PascalCase letters and digits"};
         }
         filter.event_type = event_type;
+    }
+    if (last_error_code) {
+        // The column's own check: what an error code can look like.
+        static const std::regex pattern("^[A-Z][A-Z0-9_]{0,63}$");
+        if (!std::regex_match(*last_error_code, pattern)) {
+            return FilterError{"INVALID_LAST_ERROR_CODE",
+                               "last_error_code must be an error code: upper-case letters, digits and _, e.g. HTTP_503"};
+        }
+        filter.last_error_code = last_error_code;
     }
     filter.limit = kDefaultListLimit;
     if (limit) {
@@ -141,7 +152,7 @@ nlohmann::json EventQuery::list(const std::string& company_id, const EventFilter
     prepare(tx);
     // One row more than asked tells whether there is a next page.
     const pqxx::result rows = tx.exec_params(kListSql, company_id, filter.status, filter.event_type, after_micros,
-                                             after_id, filter.limit + 1);
+                                             after_id, filter.limit + 1, filter.last_error_code);
     tx.commit();
     nlohmann::json events = nlohmann::json::array();
     const auto shown = std::min<std::size_t>(rows.size(), static_cast<std::size_t>(filter.limit));

@@ -12,6 +12,7 @@ namespace outbox::admin {
 struct EventFilter {
     std::optional<std::string> status;
     std::optional<std::string> event_type;
+    std::optional<std::string> last_error_code;
     int limit = 50;
     std::optional<std::string> cursor;  // opaque: "<occurred_at in µs>.<event_id>" of the last row seen
 };
@@ -26,10 +27,11 @@ struct FilterError {
 };
 
 /// Builds a filter from query parameters (absent: nullopt). Returns the error for a status
-/// that is not one of the five, a malformed event type, a limit outside 1..200, or a
-/// cursor this server did not produce.
+/// that is not one of the six, a malformed event type or error code, a limit outside
+/// 1..200, or a cursor this server did not produce.
 std::optional<FilterError> parse_event_filter(const std::optional<std::string>& status,
                                               const std::optional<std::string>& event_type,
+                                              const std::optional<std::string>& last_error_code,
                                               const std::optional<std::string>& limit,
                                               const std::optional<std::string>& cursor, EventFilter& filter);
 

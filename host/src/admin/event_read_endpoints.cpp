@@ -19,6 +19,7 @@ void list_events(AdminContext& context, const HttpRequest& req, HttpResponse& re
     if (!principal || !require_reader(*principal, res, "outbox events")) return;
     EventFilter filter;
     if (const auto error = parse_event_filter(req.query_param("status"), req.query_param("event_type"),
+                                              req.query_param("last_error_code"),
                                               req.query_param("limit"), req.query_param("cursor"), filter)) {
         send_error(res, 400, error->code, error->message);
         return;

@@ -1,10 +1,12 @@
-// GET /api/v1/admin/fleet: the hosts sharing this database and their handlers. Host names,
-// pids and plugin file names are the platform's: only admin.platform_roles may read them.
+// GET /api/v1/admin/fleet: the hosts sharing this database, their handlers and the handlers
+// paused fleet-wide. Host names, pids and plugin file names are the platform's: only
+// admin.platform_roles may read them.
 #include <optional>
 
 #include <pqxx/pqxx>
 
 #include "admin/endpoints.hpp"
+#include "dispatch/handler_pause.hpp"
 #include "fleet/fleet_registry.hpp"
 
 namespace outbox::admin {
@@ -14,8 +16,20 @@ void fleet_view(AdminContext& context, const HttpRequest& req, HttpResponse& res
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !context.auth().require_platform_role(*principal, res)) return;
     std::optional<fleet::FleetView> view;
-    if (!context.with_database(res, [&](pqxx::connection& conn) { view = fleet::read_fleet(conn); })) return;
-    res.body = fleet::to_json(*view).dump();
+    std::vector<dispatch::PausedHandler> paused;
+    if (!context.with_database(res, [&](pqxx::connection& conn) {
+            view = fleet::read_fleet(conn);
+            paused = dispatch::read_paused_handlers(conn);
+        })) {
+        return;
+    }
+    nlohmann::json answer = fleet::to_json(*view);
+    // Handlers paused fleet-wide (outbox_handler_pause): no host claims their event types.
+    answer["paused"] = nlohmann::json::array();
+    for (const auto& p : paused) {
+        answer["paused"].push_back({{"handler", p.handler}, {"paused_by", p.paused_by}, {"paused_at", p.paused_at}});
+    }
+    res.body = answer.dump();
 }
 
 }  // namespace

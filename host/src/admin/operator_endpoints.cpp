@@ -6,6 +6,7 @@
 
 #include "admin/bulk_retry_service.hpp"
 #include "admin/endpoints.hpp"
+#include "admin/event_id.hpp"
 #include "dispatch/handler_pause.hpp"
 #include "log/log.hpp"
 
@@ -16,7 +17,7 @@ using nlohmann::json;
 
 constexpr const char* kBulkShape =
     R"(the body must be a JSON object {"filter": {"event_type": "...", "last_error_code": "...", )"
-    R"("occurred_before": "<RFC 3339>", "limit": N}, "reason": "..."})";
+    R"("event_ids": ["<uuid>", ...], "occurred_before": "<RFC 3339>", "limit": N}, "reason": "..."})";
 
 // A string member of `object` when present (null counts as absent); false when it is there
 // but not a string.
@@ -25,6 +26,20 @@ bool optional_string(const json& object, const char* name, std::optional<std::st
     if (it == object.end() || it->is_null()) return true;
     if (!it->is_string()) return false;
     out = it->get<std::string>();
+    return true;
+}
+
+// `ids`: an array of 1 to kMaxBulkRetry UUIDs, stored lower-cased into `f.event_ids`.
+bool read_event_ids(const json& ids, BulkRetryFilter& f) {
+    if (!ids.is_array() || ids.empty() || ids.size() > static_cast<std::size_t>(kMaxBulkRetry)) return false;
+    std::vector<std::string> out;
+    for (const auto& item : ids) {
+        if (!item.is_string()) return false;
+        std::string id = item.get<std::string>();
+        if (!normalize_uuid(id)) return false;
+        out.push_back(std::move(id));
+    }
+    f.event_ids = std::move(out);
     return true;
 }
 
@@ -61,8 +76,10 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
         return;
     }
     for (const auto& [key, value] : filter->items()) {
-        if (key != "event_type" && key != "last_error_code" && key != "occurred_before" && key != "limit") {
-            send_error(res, 400, "INVALID_FILTER", "unknown filter field; allowed: event_type, last_error_code, occurred_before, limit");
+        if (key != "event_type" && key != "last_error_code" && key != "event_ids" && key != "occurred_before" &&
+            key != "limit") {
+            send_error(res, 400, "INVALID_FILTER",
+                       "unknown filter field; allowed: event_type, last_error_code, event_ids, occurred_before, limit");
             return;
         }
     }
@@ -72,6 +89,14 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
         !optional_string(*filter, "occurred_before", f.occurred_before)) {
         send_error(res, 400, "INVALID_FILTER", "event_type, last_error_code and occurred_before are strings");
         return;
+    }
+    if (const auto ids = filter->find("event_ids"); ids != filter->end() && !ids->is_null()) {
+        if (!read_event_ids(*ids, f)) {
+            send_error(res, 400, "INVALID_FILTER",
+                       "event_ids must be an array of 1 to " + std::to_string(kMaxBulkRetry) + " event ids (UUIDs)");
+            return;
+        }
+        f.limit = static_cast<int>(f.event_ids->size());  // all of them unless a limit says otherwise
     }
     if (const auto limit = filter->find("limit"); limit != filter->end() && !limit->is_null()) {
         if (!limit->is_number_integer() || limit->get<long long>() < 1 || limit->get<long long>() > kMaxBulkRetry) {
