@@ -13,7 +13,7 @@
   const REASON_MIN = 10;
   const REASON_MAX = 300;
 
-  const state = { token: null, me: null, timer: null, route: null };
+  const state = { token: null, me: null, timer: null, route: null, reviewGroup: null };
 
   // --- small DOM helpers -----------------------------------------------------------------
 
@@ -25,7 +25,7 @@
       else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? '' : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -314,13 +314,16 @@
     const rows = (answer.data.groups || []).map((g) => {
       const show = el('button', { type: 'button', class: 'secondary', 'data-action': 'show-group',
         'aria-label': 'Show events of ' + g.event_type + ' ' + g.last_error_code, text: 'Show events' });
-      const row = el('tr', { 'data-event-type': g.event_type, 'data-error-code': g.last_error_code || '' },
+      const key = g.event_type + '\n' + (g.last_error_code || '');
+      const row = el('tr', { 'data-event-type': g.event_type, 'data-error-code': g.last_error_code || '',
+                             class: state.reviewGroup === key ? 'selected' : null },
         el('td', { text: g.event_type }), el('td', { class: 'mono', text: g.last_error_code || '—' }),
         el('td', { class: 'num', 'data-field': 'count', text: String(g.count) }),
         el('td', {}, timeEl(g.oldest)), el('td', {}, timeEl(g.newest)), el('td', {}, show));
       show.addEventListener('click', () => {
         for (const other of box.querySelectorAll('tr.selected')) other.classList.remove('selected');
         row.classList.add('selected');
+        state.reviewGroup = key;
         showGroup(g, detail, () => loadGroups(box, detail));
       });
       return row;
@@ -358,20 +361,11 @@
     }
   }
 
-  async function showGroup(group, detail, reloadGroups) {
-    detail.replaceChildren(el('p', { class: 'muted', text: 'Loading…' }));
-    const params = new URLSearchParams({ status: 'REVIEW_REQUIRED', event_type: group.event_type, limit: '100' });
-    if (group.last_error_code) params.set('last_error_code', group.last_error_code);
-    const answer = await api('GET', '/api/v1/admin/outbox-events?' + params.toString());
-    if (!answer.ok) {
-      if (failed(answer)) return;
-      detail.replaceChildren(errorBox('group-error', answer.message));
-      return;
-    }
-    // The list filters by code when the API supports it; filter here too so a group never
-    // shows another group's events.
-    const events = (answer.data.events || []).filter((e) => (e.last_error_code || '') === (group.last_error_code || ''));
+  // A group's events and, for ADMIN, the actions on them. After an action both the groups
+  // and this list are read again; the action's answer stays shown.
+  function showGroup(group, detail, reloadGroups) {
     const admin = isAdmin();
+    const eventsBox = el('div', { id: 'group-events-box' }, el('p', { class: 'muted', text: 'Loading…' }));
     const result = el('div', { id: 'action-result', 'aria-live': 'polite' });
     const reason = reasonField('action');
     const reasonError = el('p', { id: 'action-error', class: 'error', role: 'alert', hidden: true });
@@ -381,57 +375,77 @@
       reasonError.hidden = !problem;
       return !problem;
     };
+    reason.input.addEventListener('input', () => { reasonError.hidden = true; });
     const confirmBox = el('div', { id: 'discard-confirm-box' });
+    const refresh = () => {
+      reloadGroups();
+      loadGroupEvents();
+    };
 
-    const rows = events.map((e) => {
-      const cells = [];
-      if (admin) {
-        cells.push(el('td', {}, el('input', { type: 'checkbox', class: 'select-event', value: e.event_id,
-          id: 'select-' + e.event_id, 'aria-label': 'Select event ' + e.event_id })));
+    const loadGroupEvents = async () => {
+      const params = new URLSearchParams({ status: 'REVIEW_REQUIRED', event_type: group.event_type, limit: '100' });
+      if (group.last_error_code) params.set('last_error_code', group.last_error_code);
+      const answer = await api('GET', '/api/v1/admin/outbox-events?' + params.toString());
+      if (!answer.ok) {
+        if (failed(answer)) return;
+        eventsBox.replaceChildren(errorBox('group-error', answer.message));
+        return;
       }
-      cells.push(el('td', { class: 'mono' }, el('a', { href: '#/event/' + e.event_id, text: e.event_id })),
-        el('td', { text: e.status }), el('td', { class: 'num', text: String(e.attempt_count) }),
-        el('td', {}, timeEl(e.occurred_at)), el('td', {}, timeEl(e.updated_at)));
-      if (admin) {
-        const discard = el('button', { type: 'button', class: 'danger', 'data-action': 'discard',
-          'aria-label': 'Discard event ' + e.event_id, text: 'Discard' });
-        discard.addEventListener('click', () => {
-          if (!checkReason()) return;
-          askDiscard(e, reason, confirmBox, result, reloadGroups);
-        });
-        cells.push(el('td', {}, discard));
-      }
-      return el('tr', { 'data-event-id': e.event_id }, cells);
-    });
-    const headers = (admin ? [''] : []).concat(['Event', 'Status', { label: 'Attempts', num: true }, 'Occurred', 'Updated'])
-      .concat(admin ? [''] : []);
+      // Filtered here too, so a group never shows another group's events.
+      const events = (answer.data.events || []).filter((e) => (e.last_error_code || '') === (group.last_error_code || ''));
+      const rows = events.map((e) => {
+        const cells = [];
+        if (admin) {
+          cells.push(el('td', {}, el('input', { type: 'checkbox', class: 'select-event', value: e.event_id,
+            id: 'select-' + e.event_id, 'aria-label': 'Select event ' + e.event_id })));
+        }
+        cells.push(el('td', { class: 'mono' }, el('a', { href: '#/event/' + e.event_id, text: e.event_id })),
+          el('td', { text: e.status }), el('td', { class: 'num', text: String(e.attempt_count) }),
+          el('td', {}, timeEl(e.occurred_at)), el('td', {}, timeEl(e.updated_at)));
+        if (admin) {
+          const discard = el('button', { type: 'button', class: 'danger', 'data-action': 'discard',
+            'aria-label': 'Discard event ' + e.event_id, text: 'Discard' });
+          discard.addEventListener('click', () => {
+            if (!checkReason()) return;
+            askDiscard(e, reason, confirmBox, result, refresh);
+          });
+          cells.push(el('td', {}, discard));
+        }
+        return el('tr', { 'data-event-id': e.event_id }, cells);
+      });
+      const headers = (admin ? [''] : []).concat(['Event', 'Status', { label: 'Attempts', num: true }, 'Occurred', 'Updated'])
+        .concat(admin ? [''] : []);
+      eventsBox.replaceChildren(table('group-events', headers, rows, 'No event of this group needs review any more.'),
+        answer.data.next_cursor ? el('p', { class: 'hint', text: 'Showing the newest 100 events of this group.' }) : '');
+    };
+
     const parts = [
       el('h2', { id: 'group-title' }, 'Events of ', el('code', { text: group.event_type }), ' with ',
         el('code', { text: group.last_error_code || '(no code)' })),
-      table('group-events', headers, rows, 'No event of this group needs review any more.'),
+      eventsBox,
     ];
-    if (answer.data.next_cursor) parts.push(el('p', { class: 'hint', text: 'Showing the newest 100 events of this group.' }));
     if (admin) {
       const redriveGroup = el('button', { type: 'button', id: 'redrive-group', text: 'Re-drive the whole group' });
       const redriveSelected = el('button', { type: 'button', id: 'redrive-selected', class: 'secondary', text: 'Re-drive selected events' });
       redriveGroup.addEventListener('click', () => {
         if (!checkReason()) return;
-        redrive({ event_type: group.event_type, last_error_code: group.last_error_code }, reason, result, reloadGroups);
+        redrive({ event_type: group.event_type, last_error_code: group.last_error_code }, reason, result, refresh);
       });
       redriveSelected.addEventListener('click', () => {
         if (!checkReason()) return;
-        const ids = Array.from(detail.querySelectorAll('input.select-event:checked'), (box) => box.value);
+        const ids = Array.from(eventsBox.querySelectorAll('input.select-event:checked'), (box) => box.value);
         if (!ids.length) {
           reasonError.textContent = 'Select at least one event first.';
           reasonError.hidden = false;
           return;
         }
-        redrive({ event_ids: ids }, reason, result, reloadGroups);
+        redrive({ event_ids: ids }, reason, result, refresh);
       });
       parts.push(el('div', { class: 'actions card', id: 'review-actions' }, reason.node, reasonError,
         el('div', { class: 'row' }, redriveGroup, redriveSelected), confirmBox, result));
     }
     detail.replaceChildren(...parts);
+    loadGroupEvents();
   }
 
   async function redrive(filter, reason, result, reloadGroups) {

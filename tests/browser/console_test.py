@@ -250,7 +250,8 @@ def sign_in(browser, host, jwt):
 def sign_out(browser):
     browser.wait_visible('#sign-out').click()
     browser.wait_visible('#signin-form', 'the sign-in form after signing out')
-    check(browser.driver.execute_script("return sessionStorage.length") == 0, 'signing out empties sessionStorage')
+    check(browser.driver.execute_script("return sessionStorage.getItem('outboxd.console.token')") is None,
+          'signing out forgets the token')
 
 
 def page_counts(browser):
@@ -354,7 +355,8 @@ def run(args, workdir):
         browser.find('#redrive-group').click()
         wait_for('the reason error', lambda: browser.text('#action-error'))
         check(db.counts(OURS)['REVIEW_REQUIRED'] == 8, 'a refused reason re-drives nothing')
-        browser.find('#action-reason').send_keys(' - the stats service is back up')
+        browser.find('#action-reason').clear()
+        browser.find('#action-reason').send_keys('the stats service is back up')
         browser.screenshot('review')
         browser.find('#redrive-group').click()
         answer = wait_for('the re-drive answer', lambda: browser.visible('#action-result [data-outcome]'))
@@ -387,6 +389,24 @@ def run(args, workdir):
         check(answer.get_attribute('data-outcome') == 'ok' and 'DISCARDED' in answer.text, 'the discard answer: ' + answer.text)
         check(db.sql("SELECT status FROM event_publication WHERE event_id = '%s'" % victim) == 'DISCARDED',
               'the event is DISCARDED in the database')
+
+        # Re-drive one selected event (its payload fails again, so it comes back to review).
+        wait_for('the group without the discarded event',
+                 lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 3)
+        again = browser.find_all('#group-events tr[data-event-id]')[0].get_attribute('data-event-id')
+        version = int(db.sql("SELECT version FROM event_publication WHERE event_id = '%s'" % again))
+        browser.find('#action-reason').clear()
+        browser.find('#action-reason').send_keys('the rules service was fixed, try once more')
+        browser.find('#select-' + again).click()
+        browser.find('#redrive-selected').click()
+        answer = wait_for('the selected re-drive answer',
+                          lambda: browser.visible('#action-result [data-outcome]') if '1 event' in browser.text('#action-result') else None)
+        check(answer.get_attribute('data-outcome') == 'ok', 'the selected re-drive answer: ' + answer.text)
+        def tried_again():
+            status, now = db.sql("SELECT status || ' ' || version FROM event_publication WHERE event_id = '%s'" % again).split()
+            return status == 'REVIEW_REQUIRED' and int(now) > version + 1
+        wait_for('the selected event to be tried again and return to review', tried_again)
+        check(db.counts(OURS)['REVIEW_REQUIRED'] == 3, 'only the selected event was re-driven')
 
         # The event page: fields, consuming handlers, blocked_by and the action history.
         browser.go(host.base + '/console/#/event/' + victim)
