@@ -244,7 +244,7 @@ def sign_in(browser, host, jwt):
     check(browser.find('label[for="token"]').text.strip() != '', 'the token field has a label')
     field.clear()
     field.send_keys(jwt)
-    browser.find('#signin-submit').click()
+    field.send_keys('\ue007')  # Enter: the form works from the keyboard
 
 
 def sign_out(browser):
@@ -338,6 +338,12 @@ def run(args, workdir):
         check(browser.visible('#oldest-unfinished') is not None, 'oldest unfinished per handler')
         browser.screenshot('overview')
         browser.screenshot('overview-390px', width=390)
+        # It refreshes by itself: new events appear without a page load.
+        browser.driver.execute_script('window.consoleTestMarker = 42')
+        db.publish(OURS, 'TestRequested', '{}', 2)
+        wait_for('the overview to refresh by itself', lambda: page_counts(browser) == db.counts(OURS)
+                 and page_counts(browser)['COMPLETED'] == 7)
+        check(browser.driver.execute_script('return window.consoleTestMarker') == 42, 'the page was not reloaded')
 
         # Needs review: our two groups only (theirs would make TestBatch 6).
         browser.go(host.base + '/console/#/review')
@@ -368,7 +374,7 @@ def run(args, workdir):
         browser.screenshot('review-redriven')
         browser.go(host.base + '/console/#/overview')
         wait_for('the overview to show the completions', lambda: page_counts(browser) == db.counts(OURS)
-                 and page_counts(browser)['COMPLETED'] == 9)
+                 and page_counts(browser)['COMPLETED'] == 11)
 
         # Discard one rejected event, with confirmation.
         browser.go(host.base + '/console/#/review')
@@ -474,6 +480,19 @@ def run(args, workdir):
               'nothing of our event is shown to them')
         check(db.counts(THEIRS)['REVIEW_REQUIRED'] == len(theirs), 'their events are untouched')
         browser.screenshot('other-company-event')
+
+        sign_out(browser)
+
+        # Behind a proxy that puts the operator's token into admin.console_token_header: the
+        # page signs in by itself (the header is added to the browser's requests here).
+        browser.driver.execute_cdp_cmd('Network.enable', {})
+        browser.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {PROXY_HEADER: token('hal@acme', 'HR', OURS)}})
+        browser.driver.execute_script('sessionStorage.clear()')
+        browser.go(host.base + '/console/')
+        wait_for('the proxy sign-in', lambda: browser.text('#who-sub') == 'hal@acme')
+        check(browser.text('#who-role') == 'HR', 'the proxy token\'s role is shown')
+        wait_for('the HR overview', lambda: page_counts(browser) == db.counts(OURS))
+        browser.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {}})
 
         errors = [e for e in browser.console_errors() if 'Content Security Policy' in e or 'Refused' in e]
         check(not errors, 'the page broke its Content-Security-Policy: %s' % errors)
