@@ -123,7 +123,7 @@
     $('who').hidden = false;
     $('nav').hidden = false;
     for (const link of document.querySelectorAll('#nav [data-reader]')) link.hidden = !isReader();
-    for (const link of document.querySelectorAll('#nav [data-platform]')) link.hidden = isReader();
+    for (const link of document.querySelectorAll('#nav [data-platform]')) link.hidden = !isPlatform();
     $('signin').hidden = true;
     $('page').hidden = false;
     route();
@@ -152,6 +152,8 @@
 
   const isReader = () => !!state.me && READER_ROLES.includes(state.me.role);
   const isAdmin = () => !!state.me && state.me.role === 'ADMIN';
+  // admin.platform_roles is the host's list: /me says whether the caller's role is in it.
+  const isPlatform = () => !!state.me && (state.me.platform_role === undefined ? !isReader() : !!state.me.platform_role);
 
   // --- routing ---------------------------------------------------------------------------
 
@@ -179,7 +181,7 @@
       name = 'overview';
       renderOverview();
     } else {
-      location.hash = isReader() ? '#/overview' : '#/fleet';
+      location.hash = isReader() || !isPlatform() ? '#/overview' : '#/fleet';
       return;
     }
     state.route = name;

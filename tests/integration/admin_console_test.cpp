@@ -311,6 +311,7 @@ TEST_F(AdminConsole, ACompletedEventWithoutConsumptionRowsListsItsHandlers) {
 }
 
 TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
+    const auto unlisted = event_in("REVIEW_REQUIRED", "acme", "TestBatch", "HTTP_422");  // the oldest
     const auto a1 = event_in("REVIEW_REQUIRED", "acme", "TestBatch", "HTTP_422");
     const auto a2 = event_in("REVIEW_REQUIRED", "acme", "TestBatch", "HTTP_422");
     const auto a3 = event_in("REVIEW_REQUIRED", "acme", "TestBatch", "HTTP_503");
@@ -329,8 +330,8 @@ TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
     EXPECT_EQ(ids, expected);
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'PENDING' AND event_id IN ('" + a1 + "', '" + a2 + "')"), 2);
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED' AND event_id IN ('" + a3 +
-                    "', '" + g1 + "')"),
-              2);
+                    "', '" + g1 + "', '" + unlisted + "')"),
+              3);
     res = post("/api/v1/admin/outbox-events/retry", body, "sel-1", admin_token());
     ASSERT_EQ(res->status, 202);
     EXPECT_EQ(res->get_header_value("Idempotent-Replayed"), "true");
@@ -341,6 +342,7 @@ TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
                admin_token());
     ASSERT_EQ(res->status, 202) << res->body;
     EXPECT_EQ(json::parse(res->body)["event_ids"], json::array({a3}));
+    EXPECT_EQ(db_.scalar("SELECT status FROM event_publication WHERE event_id = '" + unlisted + "'"), "REVIEW_REQUIRED");
 
     for (const json& filter : {json{{"event_ids", json::array()}}, json{{"event_ids", {"not-a-uuid"}}},
                                json{{"event_ids", {1}}}, json{{"event_ids", "a"}}, json{{"event_ids", {a1, "x"}}}}) {
