@@ -429,6 +429,8 @@ def run(args, workdir):
 
         # A platform role: pause and resume a handler on the fleet page.
         sign_in(browser, host, token('ops@platform', 'PLATFORM_ADMIN', 'platform'))
+        check(browser.wait_visible('#nav-fleet').is_displayed() and not browser.find('#nav-review').is_displayed(),
+              'a platform role sees the fleet link, not the company pages')
         wait_for('the fleet handlers', lambda: browser.visible('#fleet-handlers tr[data-handler="scripted"][data-paused="false"]'))
         check(browser.visible('#fleet-hosts tr[data-host]') is not None, 'the fleet lists the host')
         browser.find('#fleet-handlers tr[data-handler="scripted"] [data-action="pause"]').click()
