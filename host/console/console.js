@@ -133,6 +133,7 @@
     stopRefresh();
     state.token = null;
     state.me = null;
+    state.reviewGroup = null;
     sessionStorage.removeItem(TOKEN_KEY);
     if (!message) sessionStorage.setItem(SIGNED_OUT_KEY, '1');
     $('who').hidden = true;
@@ -498,7 +499,7 @@
     const fields = [['Status', e.status], ['Event type', e.event_type], ['Company', e.company_id],
       ['Aggregate key', e.aggregate_key], ['Attempts', e.attempt_count], ['Last error code', e.last_error_code],
       ['Version', e.version], ['Occurred', timeEl(e.occurred_at)], ['Updated', timeEl(e.updated_at)],
-      ['Next attempt', timeEl(e.next_attempt_at)], ['Completed', timeEl(e.completed_at)],
+      ['Next attempt', timeEl(e.next_attempt_at)], ['Finished', timeEl(e.completed_at)],
       ['Lease owner', e.lease_owner], ['Lease expires', timeEl(e.lease_expires_at)],
       ['Blocked by', e.blocked_by ? el('a', { href: '#/event/' + e.blocked_by, id: 'blocked-by', class: 'mono', text: e.blocked_by })
         : el('span', { id: 'blocked-by', class: 'muted', text: 'nothing' })]];

@@ -425,6 +425,16 @@ def run(args, workdir):
         browser.screenshot('event')
         browser.go(host.base + '/console/#/event/' + redrive[0])
         wait_for('the consuming handler', lambda: browser.visible('#consumed-by tr[data-handler="scripted"]'))
+        # Ordering: an event waits behind an earlier one of its aggregate that needs review.
+        first = db.sql("SELECT outbox_publish('%s', 'TestBatch', '{\"mode\": \"review\"}'::jsonb, 'order-7')" % OURS)
+        second = db.sql("SELECT outbox_publish('%s', 'TestBatch', '{}'::jsonb, 'order-7')" % OURS)
+        wait_for('the first event of the aggregate to need review',
+                 lambda: db.sql("SELECT status FROM event_publication WHERE event_id = '%s'" % first) == 'REVIEW_REQUIRED')
+        browser.go(host.base + '/console/#/event/' + second)
+        blocked = wait_for('blocked_by', lambda: browser.visible('a#blocked-by'))
+        check(blocked.text == first, 'the event page names the event it waits for: %r' % blocked.text)
+        check(db.sql("SELECT status FROM event_publication WHERE event_id = '%s'" % second) == 'PENDING', 'it waits')
+        browser.screenshot('event-blocked')
         sign_out(browser)
 
         # A platform role: pause and resume a handler on the fleet page.
@@ -464,7 +474,7 @@ def run(args, workdir):
                                     {'expected_version': 1, 'reason': 'forged by a viewer'},
                                     {'Authorization': 'Bearer ' + viewer, 'Idempotency-Key': 'forged-2'})
         check(status == 403, 'a forged discard with a VIEWER token is refused: %d' % status)
-        check(db.counts(OURS)['REVIEW_REQUIRED'] == 3, 'the forged actions changed nothing')
+        check(db.counts(OURS)['REVIEW_REQUIRED'] == 4, 'the forged actions changed nothing')
         sign_out(browser)
 
         # Another company's ADMIN sees its own events only.
