@@ -48,6 +48,10 @@ void check_accepted(const outbox::config::Config& config) {
     OUTBOX_FUZZ_CHECK(config.admin.max_connections >= 1 && config.admin.max_connections <= 65536,
                       "admin.max_connections range");
     OUTBOX_FUZZ_CHECK(within(config.admin.metrics_cache, 0ms, 1h), "admin.metrics_cache range");
+    OUTBOX_FUZZ_CHECK(config.admin.console_token_header.size() <= 100 &&
+                          config.admin.console_token_header.find_first_not_of(
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos,
+                      "admin.console_token_header is a header name");
     OUTBOX_FUZZ_CHECK(!config.admin.platform_roles.empty(), "admin.platform_roles is never empty");
     for (const auto& role : config.admin.platform_roles) {
         OUTBOX_FUZZ_CHECK(!role.empty() && role.find(',') == std::string::npos, "a platform role is one name");

@@ -20,6 +20,7 @@ packages=(
   systemd # systemd-analyze verify of the unit (scripts/package-test.sh)
   lintian # the Debian packages are checked with it (scripts/package-test.sh)
   prometheus # promtool; python3 (above) runs the dashboard check (scripts/check-observability.sh)
+  chromium chromium-driver python3-selenium # the console's browser test (tests/browser, label browser)
 )
 
 missing=()

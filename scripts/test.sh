@@ -4,6 +4,9 @@
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
 # The `hostile` label (tests/hostile, about 10 s) attacks a real `outboxd run` child's admin
 # listener: scripts/test.sh -L hostile.
+# The `browser` label (tests/browser, about a minute, bounded at 5) drives the operator
+# console in headless Chromium against a real `outboxd run`; its screenshots are left in
+# <build>/browser-artifacts: scripts/test.sh -L browser.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,

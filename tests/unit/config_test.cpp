@@ -189,6 +189,21 @@ TEST(Config, EnvironmentOverridesTheFile) {
     EXPECT_EQ(c.log.format, "json");
 }
 
+TEST(Config, TheConsoleIsOnByDefaultAndItsProxyHeaderIsOptional) {
+    const Config defaults = parse_config("", "x.yaml", env_of({}));
+    EXPECT_TRUE(defaults.admin.console);
+    EXPECT_EQ(defaults.admin.console_token_header, "");
+    const Config file = parse_config("admin:\n  console: false\n  console_token_header: X-Forwarded-Access-Token\n",
+                                     "x.yaml", env_of({}));
+    EXPECT_FALSE(file.admin.console);
+    EXPECT_EQ(file.admin.console_token_header, "X-Forwarded-Access-Token");
+    const Config env = parse_config("", "x.yaml",
+                                    env_of({{"OUTBOX_ADMIN_CONSOLE", "0"},
+                                            {"OUTBOX_ADMIN_CONSOLE_TOKEN_HEADER", "X-Auth-Request-Access-Token"}}));
+    EXPECT_FALSE(env.admin.console);
+    EXPECT_EQ(env.admin.console_token_header, "X-Auth-Request-Access-Token");
+}
+
 TEST(Config, EnvironmentBooleansAlsoAcceptOneZeroYesNo) {
     for (const auto& [text, expected] : std::map<std::string, bool>{
              {"1", true}, {"0", false}, {"yes", true}, {"no", false}, {"TRUE", true}, {"False", false}}) {
@@ -260,6 +275,11 @@ TEST(Config, OutOfRangeAndMalformedValuesNameTheKeySourceValueAndWhatIsAllowed) 
         {"", {{"OUTBOX_ADMIN_LISTEN", "127.0.0.1:0"}}, R"(admin.listen = "127.0.0.1:0")", "port from 1 to 65535"},
         {"", {{"OUTBOX_ADMIN_LISTEN", "127.0.0.1:65536"}}, R"(admin.listen = "127.0.0.1:65536")", "1 to 65535"},
         {"", {{"OUTBOX_ADMIN_LISTEN", ":8080"}}, R"(admin.listen = ":8080")", "host:port"},
+        {"", {{"OUTBOX_ADMIN_CONSOLE", "on"}}, R"(admin.console = "on" (from OUTBOX_ADMIN_CONSOLE))", "true or false"},
+        {"admin:\n  console_token_header: \"X-Token: x\"\n",
+         {},
+         R"(admin.console_token_header = "X-Token: x" (from outboxd.yaml:2))",
+         "expected an HTTP header name"},
         {"admin:\n  listen: 127.0.0.1:http\n",
          {},
          R"(admin.listen = "127.0.0.1:http" (from outboxd.yaml:2))",

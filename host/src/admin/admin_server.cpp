@@ -28,6 +28,8 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
     o.platform_roles = config.admin.platform_roles;
     o.max_connections_per_client = config.admin.max_connections_per_client;
     o.max_connections = config.admin.max_connections;
+    o.console = config.admin.console;
+    o.console_token_header = config.admin.console_token_header;
     if (!config.admin.jwt_public_key_file.empty()) {
         const std::string& path = config.admin.jwt_public_key_file;
         std::ifstream file(path, std::ios::binary);
@@ -76,6 +78,7 @@ struct AdminServer::Impl {
         add_identity_endpoints(router, context);
         add_overview_endpoints(router, context);
         add_history_endpoints(router, context);
+        if (context.options().console) add_console_endpoints(router, context);
     }
 
     AdminContext context;

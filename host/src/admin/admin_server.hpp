@@ -43,6 +43,8 @@ struct AdminOptions {
     int probe_connections = 2;                      // /readyz and /metrics use these, never the API's
     std::chrono::milliseconds metrics_cache{5000};  // admin.metrics_cache: /metrics gauges reused this long
     std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // admin.platform_roles
+    bool console = true;                            // admin.console: serve /console/
+    std::string console_token_header;               // admin.console_token_header; empty: none
 
     /// From the configuration. Reads admin.jwt_public_key_file; throws config::ConfigError
     /// when it cannot be read or is not a PEM public key.

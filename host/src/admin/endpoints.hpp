@@ -26,5 +26,8 @@ void add_identity_endpoints(Router& router, AdminContext& context);
 void add_overview_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/outbox-events/{id}/history.
 void add_history_endpoints(Router& router, AdminContext& context);
+/// GET /console (redirect), /console/, /console/{file} (the embedded operator console) and
+/// /console/session (the token a reverse proxy put in admin.console_token_header).
+void add_console_endpoints(Router& router, AdminContext& context);
 
 }  // namespace outbox::admin

@@ -134,6 +134,16 @@ std::vector<std::string> to_roles(const Value& v) {
     return roles;
 }
 
+// An HTTP header name (RFC 9110 token characters), or empty for none.
+std::string to_header_name(const Value& v) {
+    const std::string& text = v.raw.text;
+    const bool valid = text.size() <= 100 && std::all_of(text.begin(), text.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    });
+    if (!valid) fail(v, "expected an HTTP header name of at most 100 letters, digits, - and _ (or empty for none)");
+    return text;
+}
+
 std::string to_choice(const Value& v, std::initializer_list<std::string_view> choices) {
     std::string allowed;
     for (const auto choice : choices) {
@@ -287,6 +297,13 @@ const std::array kSettings{
     Setting{"admin.metrics_cache", "OUTBOX_ADMIN_METRICS_CACHE",
             [](Config& c, const Value& v) { c.admin.metrics_cache = to_duration(v, 0ms, 1h); }, "5s",
             "`/metrics` database gauges and each company's console overview are computed at most once per this"},
+    Setting{"admin.console", "OUTBOX_ADMIN_CONSOLE", [](Config& c, const Value& v) { c.admin.console = to_bool(v); },
+            "true", "serve the operator console at `/console/` on `admin.listen`; `false`: `/console/` answers 404"},
+    Setting{"admin.console_token_header", "OUTBOX_ADMIN_CONSOLE_TOKEN_HEADER",
+            [](Config& c, const Value& v) { c.admin.console_token_header = to_header_name(v); }, "(none)",
+            "a request header a reverse proxy fills with the operator's JWT; the console signs in with it "
+            "(`GET /console/session`)",
+            "an HTTP header name"},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});

@@ -88,6 +88,8 @@ struct Config {
         int max_connections = 512;              // open connections in total
         milliseconds metrics_cache{std::chrono::seconds{5}};  // /metrics database gauges reused this long
         std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // JWT roles that may use the platform endpoints
+        bool console = true;                    // serve the operator console at /console/
+        std::string console_token_header;       // a proxy's header carrying the operator's JWT; empty: none
         bool operator==(const Admin&) const = default;
     } admin;
     struct Log {

@@ -1,0 +1,629 @@
+// outboxd operator console. Plain JavaScript, no framework: every page is built with DOM
+// calls and API text only ever becomes text nodes, so nothing the API returns can run as
+// script, and the strict Content-Security-Policy of /console/ holds. The page has no privilege of its own:
+// each read and action is an API request with the operator's token, checked by the API.
+'use strict';
+
+(function () {
+  const TOKEN_KEY = 'outboxd.console.token';
+  const SIGNED_OUT_KEY = 'outboxd.console.signed_out';
+  const STATUSES = ['PENDING', 'PROCESSING', 'RETRY_WAIT', 'COMPLETED', 'REVIEW_REQUIRED', 'DISCARDED'];
+  const READER_ROLES = ['ADMIN', 'HR', 'VIEWER'];
+  const REFRESH_MS = 3000;
+  const REASON_MIN = 10;
+  const REASON_MAX = 300;
+
+  const state = { token: null, me: null, timer: null, route: null, reviewGroup: null };
+
+  // --- small DOM helpers -----------------------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === 'text') node.textContent = String(value);
+      else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? '' : String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  const $ = (id) => document.getElementById(id);
+
+  // A time in the viewer's zone; the UTC value on hover (title) and in datetime.
+  function timeEl(iso) {
+    if (!iso) return el('span', { class: 'muted', text: '—' });
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return el('span', { text: iso });
+    return el('time', { datetime: date.toISOString(), title: 'UTC: ' + date.toISOString() }, date.toLocaleString());
+  }
+
+  function duration(seconds) {
+    let s = Math.max(0, Math.round(Number(seconds) || 0));
+    const d = Math.floor(s / 86400); s -= d * 86400;
+    const h = Math.floor(s / 3600); s -= h * 3600;
+    const m = Math.floor(s / 60); s -= m * 60;
+    if (d) return d + 'd ' + h + 'h';
+    if (h) return h + 'h ' + m + 'm';
+    if (m) return m + 'm ' + s + 's';
+    return s + 's';
+  }
+
+  function table(id, headers, rows, emptyText) {
+    if (!rows.length) return el('p', { id: id, class: 'empty', 'data-empty': true, text: emptyText });
+    return el('div', { class: 'table-wrap' },
+      el('table', { id: id },
+        el('thead', {}, el('tr', {}, headers.map((h) => el('th', { scope: 'col', class: h.num ? 'num' : null, text: h.label || h })))),
+        el('tbody', {}, rows)));
+  }
+
+  // An Idempotency-Key without crypto.randomUUID, which plain-HTTP pages lack.
+  function newKey() {
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return 'console-' + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  // --- the API ---------------------------------------------------------------------------
+
+  // Resolves {ok, status, data, message}; message is the API's error message, never a trace.
+  async function api(method, path, body, headers) {
+    const init = { method: method, headers: Object.assign({ Accept: 'application/json' }, headers || {}),
+                   credentials: 'omit', cache: 'no-store', redirect: 'error' };
+    if (state.token) init.headers.Authorization = 'Bearer ' + state.token;
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (e) {
+      return { ok: false, status: 0, data: null, message: 'the host did not answer' };
+    }
+    let data = null;
+    try { data = await response.json(); } catch (e) { data = null; }
+    const message = response.ok ? '' :
+      (data && data.error && data.error.message) ? data.error.message : 'the host answered HTTP ' + response.status;
+    const code = data && data.error && data.error.code ? data.error.code : '';
+    return { ok: response.ok, status: response.status, data: data, message: message, code: code };
+  }
+
+  // A failed page read: an expired or revoked token goes back to the sign-in form.
+  function failed(answer) {
+    if (answer.status === 401) {
+      signOut(answer.message);
+      return true;
+    }
+    return false;
+  }
+
+  // --- sign-in ---------------------------------------------------------------------------
+
+  async function signIn(token) {
+    state.token = token;
+    const answer = await api('GET', '/api/v1/admin/me');
+    if (!answer.ok) {
+      state.token = null;
+      sessionStorage.removeItem(TOKEN_KEY);
+      showSignIn(answer.message);
+      return;
+    }
+    state.me = answer.data;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    sessionStorage.removeItem(SIGNED_OUT_KEY);
+    $('token').value = '';
+    $('who-sub').textContent = state.me.sub;
+    $('who-role').textContent = state.me.role;
+    $('who-company').textContent = state.me.company_id;
+    $('who').hidden = false;
+    $('nav').hidden = false;
+    for (const link of document.querySelectorAll('#nav [data-reader]')) link.hidden = !isReader();
+    for (const link of document.querySelectorAll('#nav [data-platform]')) link.hidden = !isPlatform();
+    $('signin').hidden = true;
+    $('page').hidden = false;
+    route();
+  }
+
+  function signOut(message) {
+    stopRefresh();
+    state.token = null;
+    state.me = null;
+    state.reviewGroup = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (!message) sessionStorage.setItem(SIGNED_OUT_KEY, '1');
+    $('who').hidden = true;
+    $('nav').hidden = true;
+    $('page').replaceChildren();
+    showSignIn(message || '');
+  }
+
+  function showSignIn(message) {
+    $('page').hidden = true;
+    $('signin').hidden = false;
+    const error = $('signin-error');
+    error.textContent = message || '';
+    error.hidden = !message;
+    $('token').focus();
+  }
+
+  const isReader = () => !!state.me && READER_ROLES.includes(state.me.role);
+  const isAdmin = () => !!state.me && state.me.role === 'ADMIN';
+  // admin.platform_roles is the host's list: /me says whether the caller's role is in it.
+  const isPlatform = () => !!state.me && (state.me.platform_role === undefined ? !isReader() : !!state.me.platform_role);
+
+  // --- routing ---------------------------------------------------------------------------
+
+  function stopRefresh() {
+    if (state.timer) clearInterval(state.timer);
+    state.timer = null;
+  }
+
+  function route() {
+    if (!state.me) return;
+    stopRefresh();
+    const hash = location.hash || '';
+    let match;
+    let name;
+    if ((match = /^#\/event\/([0-9a-fA-F-]{36})$/.exec(hash))) {
+      name = 'event';
+      renderEvent(match[1].toLowerCase());
+    } else if (hash === '#/review') {
+      name = 'review';
+      renderReview();
+    } else if (hash === '#/fleet') {
+      name = 'fleet';
+      renderFleet();
+    } else if (hash === '#/overview') {
+      name = 'overview';
+      renderOverview();
+    } else {
+      location.hash = isReader() || !isPlatform() ? '#/overview' : '#/fleet';
+      return;
+    }
+    state.route = name;
+    for (const link of document.querySelectorAll('#nav a')) {
+      if (link.id === 'nav-' + name) link.setAttribute('aria-current', 'page');
+      else link.removeAttribute('aria-current');
+    }
+    document.title = 'outboxd console — ' + name;
+  }
+
+  function page(id, title, ...children) {
+    const section = el('div', { id: id, 'data-page': id }, el('h1', { text: title }), children);
+    $('page').replaceChildren(section);
+    return section;
+  }
+
+  function errorBox(id, message) {
+    return el('p', { id: id, class: 'error', role: 'alert', text: message });
+  }
+
+  // --- Overview --------------------------------------------------------------------------
+
+  function renderOverview() {
+    const body = el('div', { id: 'overview-body' }, el('p', { class: 'muted', text: 'Loading…' }));
+    page('page-overview', 'Overview', el('p', { class: 'hint' }, 'Events of company ', el('strong', { text: state.me.company_id }),
+      '; refreshed every ' + REFRESH_MS / 1000 + ' seconds. ', el('span', { id: 'overview-updated' })), body);
+    let loading = false;  // a slow answer is not overtaken by the next refresh
+    const load = async () => {
+      if (loading) return;
+      loading = true;
+      const answer = await api('GET', '/api/v1/admin/overview');
+      loading = false;
+      if (state.route !== 'overview' || !document.contains(body)) return;
+      if (!answer.ok) {
+        if (failed(answer)) return;
+        body.replaceChildren(errorBox('overview-error', answer.message));
+        return;
+      }
+      body.replaceChildren(...overviewContent(answer.data));
+      $('overview-updated').replaceChildren('Updated ', timeEl(answer.data.generated_at), '.');
+    };
+    load();
+    state.timer = setInterval(load, REFRESH_MS);
+  }
+
+  function overviewContent(data) {
+    const counts = data.counts || {};
+    const cards = el('div', { class: 'counts', id: 'status-counts' }, STATUSES.map((status) =>
+      el('div', { class: 'count status-' + status },
+        el('span', { class: 'label', id: 'label-' + status, text: status }),
+        el('span', { class: 'num', 'data-status': status, 'aria-labelledby': 'label-' + status, text: String(counts[status] || 0) }))));
+
+    const byType = new Map();
+    for (const row of data.by_event_type || []) {
+      if (!byType.has(row.event_type)) byType.set(row.event_type, {});
+      byType.get(row.event_type)[row.status] = row.count;
+    }
+    const typeRows = Array.from(byType.keys()).sort().map((type) =>
+      el('tr', { 'data-event-type': type }, el('td', { text: type }),
+        STATUSES.map((status) => el('td', { class: 'num', 'data-status': status, text: String(byType.get(type)[status] || 0) }))));
+
+    const oldestRows = (data.oldest_unfinished || []).map((row) =>
+      el('tr', { 'data-handler': row.handler }, el('td', { text: row.handler }),
+        el('td', { class: 'num', title: row.oldest_seconds + ' s', text: duration(row.oldest_seconds) })));
+
+    return [
+      el('h2', { text: 'Events by status' }), cards,
+      el('h2', { text: 'Completed and failed per minute, last hour' }), sparkline(data.per_minute || []),
+      el('h2', { text: 'By event type' }),
+      table('by-event-type', [{ label: 'Event type' }].concat(STATUSES.map((s) => ({ label: s, num: true }))), typeRows,
+        'No events yet.'),
+      el('h2', { text: 'Oldest unfinished event per handler' }),
+      table('oldest-unfinished', [{ label: 'Handler' }, { label: 'Waiting for', num: true }], oldestRows,
+        'Nothing is waiting: every handler is caught up.'),
+    ];
+  }
+
+  function sparkline(points) {
+    const NS = 'http://www.w3.org/2000/svg';
+    const width = 600;
+    const height = 90;
+    const pad = 4;
+    const max = Math.max(1, ...points.map((p) => Math.max(p.completed || 0, p.failed || 0)));
+    const svg = document.createElementNS(NS, 'svg');
+    svg.setAttribute('id', 'sparkline');
+    svg.setAttribute('viewBox', '0 0 ' + width + ' ' + height);
+    svg.setAttribute('width', String(width));
+    svg.setAttribute('height', String(height));
+    svg.setAttribute('role', 'img');
+    let completed = 0;
+    let failedTotal = 0;
+    for (const p of points) { completed += p.completed || 0; failedTotal += p.failed || 0; }
+    svg.setAttribute('aria-label', completed + ' completed and ' + failedTotal + ' failed in the last hour');
+    const title = document.createElementNS(NS, 'title');
+    title.textContent = svg.getAttribute('aria-label');
+    svg.append(title);
+    for (const series of ['completed', 'failed']) {
+      const line = document.createElementNS(NS, 'polyline');
+      const step = points.length > 1 ? (width - 2 * pad) / (points.length - 1) : 0;
+      line.setAttribute('points', points.map((p, i) =>
+        (pad + i * step).toFixed(1) + ',' + (height - pad - ((p[series] || 0) / max) * (height - 2 * pad)).toFixed(1)).join(' '));
+      line.setAttribute('fill', 'none');
+      line.setAttribute('stroke-width', '2');
+      line.setAttribute('class', series);
+      line.setAttribute('data-series', series);
+      svg.append(line);
+    }
+    return el('div', { class: 'spark' }, svg,
+      el('p', {}, el('span', { class: 'legend-completed', id: 'spark-completed', text: completed + ' completed' }), ' · ',
+        el('span', { class: 'legend-failed', id: 'spark-failed', text: failedTotal + ' failed' }),
+        el('br'), el('span', { class: 'hint', text: 'peak ' + max + ' per minute' })));
+  }
+
+  // --- Needs review ----------------------------------------------------------------------
+
+  function renderReview() {
+    const groups = el('div', { id: 'review-groups-box' }, el('p', { class: 'muted', text: 'Loading…' }));
+    const detail = el('div', { id: 'group-detail' });
+    page('page-review', 'Needs review',
+      el('p', { class: 'hint', text: 'REVIEW_REQUIRED events grouped by event type and error code. Payloads are never shown.' }),
+      groups, detail);
+    loadGroups(groups, detail);
+  }
+
+  async function loadGroups(box, detail) {
+    const answer = await api('GET', '/api/v1/admin/review-groups');
+    if (!answer.ok) {
+      if (failed(answer)) return;
+      box.replaceChildren(errorBox('review-error', answer.message));
+      return;
+    }
+    const rows = (answer.data.groups || []).map((g) => {
+      const show = el('button', { type: 'button', class: 'secondary', 'data-action': 'show-group',
+        'aria-label': 'Show events of ' + g.event_type + ' ' + g.last_error_code, text: 'Show events' });
+      const key = g.event_type + '\n' + (g.last_error_code || '');
+      const row = el('tr', { 'data-event-type': g.event_type, 'data-error-code': g.last_error_code || '',
+                             class: state.reviewGroup === key ? 'selected' : null },
+        el('td', { text: g.event_type }), el('td', { class: 'mono', text: g.last_error_code || '—' }),
+        el('td', { class: 'num', 'data-field': 'count', text: String(g.count) }),
+        el('td', {}, timeEl(g.oldest)), el('td', {}, timeEl(g.newest)), el('td', {}, show));
+      show.addEventListener('click', () => {
+        for (const other of box.querySelectorAll('tr.selected')) other.classList.remove('selected');
+        row.classList.add('selected');
+        state.reviewGroup = key;
+        showGroup(g, detail, () => loadGroups(box, detail));
+      });
+      return row;
+    });
+    box.replaceChildren(table('review-groups',
+      ['Event type', 'Error code', { label: 'Events', num: true }, 'Oldest', 'Newest', ''], rows,
+      'Nothing needs review.'));
+  }
+
+  // The reason every action needs: 10 to 300 characters, checked here and by the API.
+  function reasonField(prefix) {
+    const input = el('textarea', { id: prefix + '-reason', name: 'reason', maxlength: String(REASON_MAX * 2),
+      'aria-describedby': prefix + '-reason-hint' });
+    return {
+      node: el('div', {}, el('label', { for: prefix + '-reason', text: 'Reason (required)' }), input,
+        el('p', { class: 'hint', id: prefix + '-reason-hint',
+          text: REASON_MIN + ' to ' + REASON_MAX + ' characters; recorded with the action. No personal data.' })),
+      input: input,
+      check() {
+        const length = Array.from(input.value.trim()).length;
+        if (length < REASON_MIN || length > REASON_MAX) {
+          return 'The reason must be ' + REASON_MIN + ' to ' + REASON_MAX + ' characters (it has ' + length + ').';
+        }
+        return null;
+      },
+    };
+  }
+
+  function showAnswer(box, answer, success) {
+    if (answer.ok) {
+      box.replaceChildren(el('p', { class: 'ok answer', 'data-outcome': 'ok', text: success(answer.data) }));
+    } else {
+      box.replaceChildren(el('p', { class: 'error answer', role: 'alert', 'data-outcome': 'error',
+        text: (answer.code ? answer.code + ': ' : '') + answer.message }));
+    }
+  }
+
+  // A group's events and, for ADMIN, the actions on them. After an action both the groups
+  // and this list are read again; the action's answer stays shown.
+  function showGroup(group, detail, reloadGroups) {
+    const admin = isAdmin();
+    const eventsBox = el('div', { id: 'group-events-box' }, el('p', { class: 'muted', text: 'Loading…' }));
+    const result = el('div', { id: 'action-result', 'aria-live': 'polite' });
+    const reason = reasonField('action');
+    const reasonError = el('p', { id: 'action-error', class: 'error', role: 'alert', hidden: true });
+    const checkReason = () => {
+      const problem = reason.check();
+      reasonError.textContent = problem || '';
+      reasonError.hidden = !problem;
+      return !problem;
+    };
+    reason.input.addEventListener('input', () => { reasonError.hidden = true; });
+    const confirmBox = el('div', { id: 'discard-confirm-box' });
+    const refresh = () => {
+      reloadGroups();
+      loadGroupEvents();
+    };
+
+    const loadGroupEvents = async () => {
+      const params = new URLSearchParams({ status: 'REVIEW_REQUIRED', event_type: group.event_type, limit: '100' });
+      if (group.last_error_code) params.set('last_error_code', group.last_error_code);
+      const answer = await api('GET', '/api/v1/admin/outbox-events?' + params.toString());
+      if (!answer.ok) {
+        if (failed(answer)) return;
+        eventsBox.replaceChildren(errorBox('group-error', answer.message));
+        return;
+      }
+      // Filtered here too, so a group never shows another group's events.
+      const events = (answer.data.events || []).filter((e) => (e.last_error_code || '') === (group.last_error_code || ''));
+      const rows = events.map((e) => {
+        const cells = [];
+        if (admin) {
+          cells.push(el('td', {}, el('input', { type: 'checkbox', class: 'select-event', value: e.event_id,
+            id: 'select-' + e.event_id, 'aria-label': 'Select event ' + e.event_id })));
+        }
+        cells.push(el('td', { class: 'mono' }, el('a', { href: '#/event/' + e.event_id, text: e.event_id })),
+          el('td', { text: e.status }), el('td', { class: 'num', text: String(e.attempt_count) }),
+          el('td', {}, timeEl(e.occurred_at)), el('td', {}, timeEl(e.updated_at)));
+        if (admin) {
+          const discard = el('button', { type: 'button', class: 'danger', 'data-action': 'discard',
+            'aria-label': 'Discard event ' + e.event_id, text: 'Discard' });
+          discard.addEventListener('click', () => {
+            if (!checkReason()) return;
+            askDiscard(e, reason, confirmBox, result, refresh);
+          });
+          cells.push(el('td', {}, discard));
+        }
+        return el('tr', { 'data-event-id': e.event_id }, cells);
+      });
+      const headers = (admin ? [''] : []).concat(['Event', 'Status', { label: 'Attempts', num: true }, 'Occurred', 'Updated'])
+        .concat(admin ? [''] : []);
+      eventsBox.replaceChildren(table('group-events', headers, rows, 'No event of this group needs review any more.'),
+        answer.data.next_cursor ? el('p', { class: 'hint', text: 'Showing the newest 100 events of this group.' }) : '');
+    };
+
+    const parts = [
+      el('h2', { id: 'group-title' }, 'Events of ', el('code', { text: group.event_type }), ' with ',
+        el('code', { text: group.last_error_code || '(no code)' })),
+      eventsBox,
+    ];
+    if (admin) {
+      const redriveGroup = el('button', { type: 'button', id: 'redrive-group', text: 'Re-drive the whole group' });
+      const redriveSelected = el('button', { type: 'button', id: 'redrive-selected', class: 'secondary', text: 'Re-drive selected events' });
+      redriveGroup.addEventListener('click', () => {
+        if (!checkReason()) return;
+        redrive({ event_type: group.event_type, last_error_code: group.last_error_code }, reason, result, refresh);
+      });
+      redriveSelected.addEventListener('click', () => {
+        if (!checkReason()) return;
+        const ids = Array.from(eventsBox.querySelectorAll('input.select-event:checked'), (box) => box.value);
+        if (!ids.length) {
+          reasonError.textContent = 'Select at least one event first.';
+          reasonError.hidden = false;
+          return;
+        }
+        redrive({ event_ids: ids }, reason, result, refresh);
+      });
+      parts.push(el('div', { class: 'actions card', id: 'review-actions' }, reason.node, reasonError,
+        el('div', { class: 'row' }, redriveGroup, redriveSelected), confirmBox, result));
+    }
+    detail.replaceChildren(...parts);
+    loadGroupEvents();
+  }
+
+  async function redrive(filter, reason, result, reloadGroups) {
+    result.replaceChildren(el('p', { class: 'muted', text: 'Sending…' }));
+    const answer = await api('POST', '/api/v1/admin/outbox-events/retry',
+      { filter: filter, reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
+    if (failed(answer)) return;
+    showAnswer(result, answer, (d) => 'Re-driven: ' + d.count + ' event(s) are PENDING again.');
+    if (answer.ok) reloadGroups();
+  }
+
+  function askDiscard(event, reason, confirmBox, result, reloadGroups) {
+    const yes = el('button', { type: 'button', class: 'danger', id: 'discard-confirm', text: 'Discard it' });
+    const no = el('button', { type: 'button', class: 'secondary', id: 'discard-cancel', text: 'Cancel' });
+    no.addEventListener('click', () => confirmBox.replaceChildren());
+    yes.addEventListener('click', async () => {
+      confirmBox.replaceChildren();
+      result.replaceChildren(el('p', { class: 'muted', text: 'Sending…' }));
+      const answer = await api('POST', '/api/v1/admin/outbox-events/' + event.event_id + '/discard',
+        { expected_version: event.version, reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
+      if (failed(answer)) return;
+      showAnswer(result, answer, (d) => 'Event ' + d.event_id + ' is ' + d.status + ' (version ' + d.version + ').');
+      if (answer.ok) reloadGroups();
+    });
+    confirmBox.replaceChildren(el('div', { class: 'confirm', role: 'alertdialog', 'aria-labelledby': 'discard-question' },
+      el('p', { id: 'discard-question' }, 'Discard event ', el('code', { text: event.event_id }),
+        '? It will never be delivered. This cannot be undone.'),
+      el('div', { class: 'row' }, yes, no)));
+    yes.focus();
+  }
+
+  // --- Event -----------------------------------------------------------------------------
+
+  async function renderEvent(id) {
+    const body = el('div', { id: 'event-body' }, el('p', { class: 'muted', text: 'Loading…' }));
+    page('page-event', 'Event', el('p', { class: 'mono', id: 'event-id', text: id }), body);
+    const [event, history] = await Promise.all([
+      api('GET', '/api/v1/admin/outbox-events/' + id),
+      api('GET', '/api/v1/admin/outbox-events/' + id + '/history'),
+    ]);
+    if (state.route !== 'event' || !document.contains(body)) return;
+    if (!event.ok) {
+      if (failed(event)) return;
+      body.replaceChildren(errorBox('event-error', event.message));
+      return;
+    }
+    const e = event.data;
+    const fields = [['Status', e.status], ['Event type', e.event_type], ['Company', e.company_id],
+      ['Aggregate key', e.aggregate_key], ['Attempts', e.attempt_count], ['Last error code', e.last_error_code],
+      ['Version', e.version], ['Occurred', timeEl(e.occurred_at)], ['Updated', timeEl(e.updated_at)],
+      ['Next attempt', timeEl(e.next_attempt_at)], ['Finished', timeEl(e.completed_at)],
+      ['Lease owner', e.lease_owner], ['Lease expires', timeEl(e.lease_expires_at)],
+      ['Blocked by', e.blocked_by ? el('a', { href: '#/event/' + e.blocked_by, id: 'blocked-by', class: 'mono', text: e.blocked_by })
+        : el('span', { id: 'blocked-by', class: 'muted', text: 'nothing' })]];
+    const dl = el('dl', { class: 'fields', id: 'event-fields' }, fields.map(([name, value]) => [
+      el('dt', { text: name }),
+      el('dd', { 'data-field': name.toLowerCase().replace(/ /g, '_') },
+        value instanceof Node ? value : (value === null || value === undefined || value === '' ? '—' : String(value)))]));
+
+    const parts = [el('div', { class: 'card' }, dl)];
+    if (!history.ok) {
+      parts.push(el('h2', { text: 'Consuming handlers' }),
+        table('consumed-by', ['Handler'], (e.consumed_by || []).map((h) => el('tr', { 'data-handler': h }, el('td', { text: h }))),
+          'No handler has consumed this event yet.'),
+        errorBox('history-error', history.message));
+    } else {
+      const h = history.data;
+      parts.push(el('h2', { text: 'Consuming handlers' }),
+        table('consumed-by', ['Handler', 'Consumed'], (h.consumed_by || []).map((c) =>
+          el('tr', { 'data-handler': c.handler }, el('td', { text: c.handler }), el('td', {}, timeEl(c.consumed_at)))),
+          'No handler has consumed this event yet.'),
+        el('h2', { text: 'Manual actions' }),
+        table('action-history', ['Action', 'Actor', 'Reason', 'When', 'Details'], (h.actions || []).map((a) => {
+          const details = Object.entries(a).filter(([k]) => !['action', 'actor', 'reason', 'at'].includes(k))
+            .map(([k, v]) => k + ': ' + (v === null ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v))).join(', ');
+          return el('tr', { 'data-action': a.action }, el('td', { text: a.action }), el('td', { text: a.actor }),
+            el('td', { text: a.reason }), el('td', {}, timeEl(a.at)), el('td', { class: 'mono', text: details || '—' }));
+        }), 'No manual action was taken on this event.'));
+    }
+    body.replaceChildren(...parts);
+  }
+
+  // --- Fleet -----------------------------------------------------------------------------
+
+  function renderFleet() {
+    const body = el('div', { id: 'fleet-body' }, el('p', { class: 'muted', text: 'Loading…' }));
+    const result = el('div', { id: 'fleet-result', 'aria-live': 'polite' });
+    page('page-fleet', 'Fleet', el('p', { class: 'hint', text: 'Every host sharing this database, its handlers and plugins; pausing a handler pauses it on every host.' }),
+      result, body);
+    loadFleet(body, result);
+  }
+
+  async function loadFleet(body, result) {
+    const answer = await api('GET', '/api/v1/admin/fleet');
+    if (state.route !== 'fleet' || !document.contains(body)) return;
+    if (!answer.ok) {
+      if (failed(answer)) return;
+      body.replaceChildren(errorBox('fleet-error', answer.message));
+      return;
+    }
+    const fleet = answer.data;
+    const mismatchHosts = new Set();
+    for (const m of fleet.mismatches || []) for (const set of m.handler_sets || []) for (const h of set.hosts || []) mismatchHosts.add(h);
+    const hostRows = (fleet.hosts || []).map((h) => el('tr', { 'data-host': h.host_id, class: mismatchHosts.has(h.host_id) ? 'mismatch' : null },
+      el('td', { class: 'mono', text: h.host_id }),
+      el('td', {}, el('span', { class: 'badge ' + h.state, text: h.state }), h.processing_enabled ? '' : ' (processing off)'),
+      el('td', { text: h.version }),
+      el('td', {}, (h.handlers || []).length ? el('ul', {}, (h.handlers || []).map((x) =>
+        el('li', {}, el('strong', { text: x.handler }), ' — ', (x.event_types || []).join(', '),
+          el('br'), el('span', { class: 'hint mono', text: x.file + (x.abi ? ' (' + x.abi + ')' : '') })))) : el('span', { class: 'muted', text: 'none' })),
+      el('td', {}, timeEl(h.last_heartbeat_at))));
+
+    const mismatchRows = (fleet.mismatches || []).map((m) => el('tr', { 'data-event-type': m.event_type, class: 'mismatch' },
+      el('td', { text: m.event_type }),
+      el('td', {}, el('ul', {}, (m.handler_sets || []).map((s) =>
+        el('li', {}, '[' + (s.handlers || []).join(', ') + '] on ', (s.hosts || []).join(', ')))))));
+
+    // Every handler a host runs, and every paused one even when no host runs it now.
+    const paused = new Map((fleet.paused || []).map((p) => [p.handler, p]));
+    const names = new Set(paused.keys());
+    for (const h of fleet.hosts || []) for (const x of h.handlers || []) names.add(x.handler);
+    const handlerRows = Array.from(names).sort().map((name) => {
+      const p = paused.get(name);
+      const button = el('button', { type: 'button', class: p ? '' : 'secondary', 'data-action': p ? 'resume' : 'pause',
+        'aria-label': (p ? 'Resume ' : 'Pause ') + name, text: p ? 'Resume' : 'Pause' });
+      button.addEventListener('click', async () => {
+        button.disabled = true;
+        const action = p ? 'resume' : 'pause';
+        const a = await api('POST', '/api/v1/admin/handlers/' + encodeURIComponent(name) + '/' + action, {});
+        if (failed(a)) return;
+        showAnswer(result, a, (d) => 'Handler ' + d.handler + (d.paused ? ' is paused' : ' runs again') +
+          ' on every host' + (d.changed ? '.' : ' (it already was).'));
+        loadFleet(body, result);
+      });
+      return el('tr', { 'data-handler': name, 'data-paused': p ? 'true' : 'false' },
+        el('td', { text: name }),
+        el('td', {}, p ? el('span', { class: 'badge paused', text: 'paused' }) : el('span', { class: 'badge live', text: 'running' })),
+        el('td', {}, p ? [p.paused_by ? 'by ' + p.paused_by + ' ' : '', timeEl(p.paused_at)] : ''),
+        el('td', {}, button));
+    });
+
+    body.replaceChildren(
+      el('h2', { text: 'Hosts' }),
+      table('fleet-hosts', ['Host', 'State', 'Version', 'Handlers and plugins', 'Last heartbeat'], hostRows, 'No host has registered.'),
+      el('h2', { text: 'Handler mismatches' }),
+      table('fleet-mismatches', ['Event type', 'Handler sets'], mismatchRows, 'Every live host runs the same handlers for each event type.'),
+      el('h2', { text: 'Handlers' }),
+      table('fleet-handlers', ['Handler', 'State', 'Paused', ''], handlerRows, 'No handler is loaded or paused.'));
+  }
+
+  // --- start -----------------------------------------------------------------------------
+
+  async function start() {
+    $('signin-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      const token = $('token').value.trim();
+      if (!token) {
+        showSignIn('Paste a token first.');
+        return;
+      }
+      signIn(token);
+    });
+    $('sign-out').addEventListener('click', () => signOut());
+    window.addEventListener('hashchange', route);
+
+    const kept = sessionStorage.getItem(TOKEN_KEY);
+    if (kept) return signIn(kept);
+    if (!sessionStorage.getItem(SIGNED_OUT_KEY)) {
+      // Behind a reverse proxy that puts the operator's token into admin.console_token_header.
+      const session = await api('GET', '/console/session');
+      if (session.ok && session.data && session.data.token) return signIn(session.data.token);
+    }
+    showSignIn('');
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();
