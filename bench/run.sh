@@ -367,8 +367,8 @@ s_pgbench_write() {
     CREATE TABLE bench_claimed AS
         SELECT row_number() OVER (ORDER BY event_id) AS seq, event_id, lease_token FROM event_publication;
     CREATE UNIQUE INDEX ON bench_claimed (seq);
-    CREATE SEQUENCE bench_claimed_seq;
-    VACUUM ANALYZE"
+    CREATE SEQUENCE bench_claimed_seq"
+  sql bench_run "VACUUM ANALYZE"
   out=$("$tool" cpu --postmaster "$postmaster" -- pgbench -n -M simple -c "$write_clients" -j "$write_clients" \
     -t "$per_client" -f "$root/bench/sql/write_handler.sql" "$base/bench_run" 2>&1) || { echo "$out" >&2; exit 1; }
   echo "$out" >>"$results_dir/logs/$key.log"
