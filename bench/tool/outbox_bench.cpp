@@ -41,6 +41,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -142,6 +143,18 @@ long peak_rss_kib(int pid) {
         if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
     }
     return 0;
+}
+
+std::string iso_millis(Clock::time_point t) {
+    const std::time_t seconds = Clock::to_time_t(t);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+    const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+    char out[48];
+    std::snprintf(out, sizeof out, "%s.%03lldZ", text, ms);
+    return out;
 }
 
 std::string current_lsn(pqxx::connection& conn) {
@@ -295,11 +308,15 @@ int backlog(const Args& args) {
     const double pg_before = cluster_cpu_seconds(postmaster);
 
     const auto exec_at = std::chrono::steady_clock::now();
+    const auto exec_wall = Clock::now();
     const pid_t child = fork();
     if (child < 0) throw std::runtime_error("fork failed");
     if (child == 0) {
         std::FILE* out = std::freopen(log_path.c_str(), "a", stdout);
         if (out != nullptr) dup2(fileno(stdout), STDERR_FILENO);
+        // In the worker's log, so its own start-up lines can be read against it.
+        std::printf("outbox_bench backlog: exec at %s\n", iso_millis(exec_wall).c_str());
+        std::fflush(stdout);
         execvp(argv[0], argv.data());
         std::perror("outbox_bench backlog: exec");
         _exit(127);
