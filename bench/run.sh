@@ -22,6 +22,8 @@
 #   --hosts            also: 1, 2 and 4 outboxd hosts on one database
 #   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
 #   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts
+#                      (outboxd and peers run both protocols; pgbench-write, the writing
+#                      handler's statements, runs with outboxd or pgbench)
 #   --build-dir DIR    add the bench targets to this already configured build tree and use
 #                      its outboxd (keeps its build type; for smoke runs next to the tests)
 #
