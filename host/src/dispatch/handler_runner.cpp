@@ -48,7 +48,7 @@ core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::L
         if (!rows.empty()) return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
     } catch (...) {
         // Still unknown: a retry is safe because a committed consumption row makes the
-        // next attempt skip this handler.
+        // next attempt skip this handler, and a committed completion fences it out.
     }
     return failed(Kind::Retry, "DB_UNAVAILABLE");
 }

@@ -123,13 +123,17 @@ void Scheduler::run(std::stop_token stop) {
             wakeup_.wait_for(idle_wait, stop);
             continue;
         }
+        // The first claim takes only what the workers can start at once: a full batch (up to
+        // 1,000 rows locked and updated in one statement) would hold every worker back
+        // until it commits. A full first claim is followed by the next one at once.
+        const int room = first_pass ? std::min(free, std::max(1, options_.concurrency)) : free;
         first_pass = false;
         std::vector<lease::ClaimedEvent> claimed;
         bool more_due = false;
         const bool ok = session.run(
             [&](pqxx::connection& conn) {
                 lease::LeaseStore store(conn);
-                int left = free;
+                int left = room;
                 const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
                     if (limit <= 0 || claim_types.empty()) return;
                     auto got = store.claim(claim_types, limit, options_.host_id, options_.lease_duration);
