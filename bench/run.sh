@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# outboxd benchmark: events/s, publish → handler-start latency and peak RSS of outboxd,
-# graphile-worker, pg-boss and the raw SQL claim+complete ceiling (pgbench), all on one
-# throwaway PostgreSQL 15 cluster with default settings, in one run; prints one table.
+# outboxd benchmark: events/s, PostgreSQL CPU and WAL bytes per event, publish →
+# handler-start latency and peak RSS of outboxd, graphile-worker, pg-boss and the raw SQL
+# ceilings (pgbench), all on one throwaway PostgreSQL 15 cluster with default settings, in
+# one run. Two protocols for every system: burst (workers running and idle, N events become
+# due in one commit) and backlog (N events already waiting, the worker process started
+# cold; clock from exec). Prints markdown tables (paste into docs/performance.md).
 #
 #   bench/run.sh [--quick] [--n N] [--runs R] [--latency-seconds S] [--growth] [--hosts]
 #                [--no-peers] [--only SECTIONS] [--build-dir DIR]
@@ -19,6 +22,8 @@
 #   --hosts            also: 1, 2 and 4 outboxd hosts on one database
 #   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
 #   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts
+#                      (outboxd and peers run both protocols; pgbench-write, the writing
+#                      handler's statements, runs with outboxd or pgbench)
 #   --build-dir DIR    add the bench targets to this already configured build tree and use
 #                      its outboxd (keeps its build type; for smoke runs next to the tests)
 #
@@ -252,6 +257,12 @@ if want outboxd; then
     outboxd_throughput outboxd-write-default "outboxd defaults, handler writes 1 row via ctx.db()" \
       write BenchWrite 1 bench_template
   }
+  # The writing handler's target setting: defaults, with a pooled connection for each of
+  # the 8 handlers in flight (pgbench-write runs its statements with as many clients).
+  s_outboxd_write_pool() {
+    outboxd_throughput outboxd-write-pool "outboxd defaults + pool_size $write_clients, writes 1 row via ctx.db()" \
+      write BenchWrite 1 bench_template OUTBOX_DB_POOL_SIZE="$write_clients"
+  }
   s_outboxd_write_tuned() {
     outboxd_throughput outboxd-write-tuned "outboxd tuned + pool_size 64, writes 1 row via ctx.db()" \
       write BenchWrite 1 bench_template "${tuned_env[@]}" OUTBOX_DB_POOL_SIZE=64
@@ -264,7 +275,37 @@ if want outboxd; then
       noop BenchNoop 1 bench_template "${tuned_env[@]}"
     drain_args=()
   }
-  scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_keyed s_outboxd_write_default s_outboxd_write_tuned)
+  scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_keyed s_outboxd_write_default s_outboxd_write_pool
+    s_outboxd_write_tuned)
+fi
+
+# ---- backlog: N events already waiting, the worker process started cold -------------------
+
+# outboxd_backlog KEY DESCRIPTION KIND TYPE [ENV=VALUE...]: the clock runs from exec (so
+# the host's start-up, plugin load and pools count) to the first 10 ms poll that finds the
+# queue drained; first_claim_ms is exec to the first claimed event.
+outboxd_backlog() {
+  local key=$1 description=$2 kind=$3 type=$4 line
+  shift 4
+  fresh_db bench_run bench_template
+  load_events bench_run "$type" "$n"
+  line=$(env OUTBOX_DATABASE_URL="$base/bench_run" OUTBOX_PLUGIN_DIR="$plugins/$kind" OUTBOX_ADMIN_LISTEN=off \
+    OUTBOX_HOST_ID=bench-1 "$@" "$tool" backlog --url "$base/bench_run" --n "$n" --timeout "$drain_timeout" \
+    --postmaster "$postmaster" --log "$results_dir/logs/$key-host1.log" \
+    --claimed-sql "SELECT EXISTS (SELECT 1 FROM event_publication WHERE status = 'PROCESSING')
+                       OR EXISTS (SELECT 1 FROM event_publication WHERE status = 'COMPLETED')" \
+    -- "$outboxd" run)
+  record tp "$key" "$description" "$line"
+  log "$description, run $run/$runs: $line"
+}
+if want outboxd; then
+  s_backlog_outboxd_default() {
+    outboxd_backlog backlog-outboxd-default "outboxd defaults (concurrency 8, batch 20), no-op" noop BenchNoop
+  }
+  s_backlog_outboxd_tuned() {
+    outboxd_backlog backlog-outboxd-tuned "outboxd tuned ($tuned_text), no-op" noop BenchNoop "${tuned_env[@]}"
+  }
+  scenarios+=(s_backlog_outboxd_default s_backlog_outboxd_tuned)
 fi
 if want latency; then
   s_outboxd_latency() { outboxd_latency outboxd-default "outboxd defaults, $latency_rate events/s offered"; }
@@ -310,6 +351,41 @@ if want pgbench; then
   scenarios+=(s_claim100_c2 s_claim100_c4 s_claim1_c2)
 fi
 
+# ---- pgbench: the writing handler's statements ---------------------------------------------
+
+# What outboxd sends for one event of the writing handler (captured with log_statement =
+# all; bench/sql/write_handler.sql), run by pgbench with as many clients as outboxd has
+# handler connections, synchronous commit as everywhere here. Its events are claimed
+# beforehand in one statement (outboxd claims 20 at a time: a small share per event).
+write_clients=8
+s_pgbench_write() {
+  local key=pgbench-write events=$((n < 20000 ? n : 20000)) per_client out tps done_count line
+  per_client=$((events / write_clients))
+  fresh_db bench_run bench_template
+  load_events bench_run BenchWrite "$((per_client * write_clients))"
+  sql bench_run "
+    UPDATE event_publication SET status = 'PROCESSING', attempt_count = 1, lease_owner = 'bench-1',
+        lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 hour', version = version + 1;
+    CREATE TABLE bench_claimed AS
+        SELECT row_number() OVER (ORDER BY event_id) AS seq, event_id, lease_token FROM event_publication;
+    CREATE UNIQUE INDEX ON bench_claimed (seq);
+    CREATE SEQUENCE bench_claimed_seq"
+  sql bench_run "VACUUM ANALYZE"
+  out=$("$tool" cpu --postmaster "$postmaster" -- pgbench -n -M simple -c "$write_clients" -j "$write_clients" \
+    -t "$per_client" -f "$root/bench/sql/write_handler.sql" "$base/bench_run" 2>&1) || { echo "$out" >&2; exit 1; }
+  echo "$out" >>"$results_dir/logs/$key.log"
+  tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
+  done_count=$(sql bench_run "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'")
+  ((done_count == per_client * write_clients)) ||
+    { echo "run.sh: $key completed $done_count events, expected $((per_client * write_clients))" >&2; exit 1; }
+  line=$(awk -v tps="$tps" -v done="$done_count" '
+    /^cpu_cmd_s=/ { split($1, c, "="); split($2, p, "=");
+      printf "n=%d eps=%.0f cpu_host_s=%s cpu_pg_s=%s rss_kib=0", done, tps, c[2], p[2] }' <<<"$out")
+  record tp "$key" "raw SQL (pgbench) the writing handler's statements, $write_clients clients, N=$done_count" "$line"
+  log "pgbench-write, run $run/$runs: $line"
+}
+if want pgbench || want outboxd; then scenarios+=(s_pgbench_write); fi
+
 # ---- peers --------------------------------------------------------------------------
 
 if want peers; then
@@ -344,7 +420,36 @@ if want peers; then
     peer pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, poll 0.5 s)" pgboss.mjs throughput \
       --n "$n" "${pgboss_best_args[@]}"
   }
-  scenarios+=(s_graphile_default s_graphile_best s_pgboss_best)
+  # peer_backlog KEY DESCRIPTION DRIVER BUSY_SQL ARGS...: the driver's `load` mode queues N
+  # jobs (no worker running), then its `work` mode is started cold as outboxd is.
+  peer_backlog() {
+    local key=$1 description=$2 driver=$3 busy=$4 line
+    shift 4
+    fresh_db bench_peer
+    (cd "$work" && node "$driver" load --url "$base/bench_peer" --n "$n") >>"$results_dir/logs/$key.log" 2>&1 ||
+      { echo "run.sh: $key could not queue its jobs; see $results_dir/logs/$key.log" >&2; exit 1; }
+    line=$(cd "$work" && NO_LOG_SUCCESS=1 "$tool" backlog --url "$base/bench_peer" --n "$n" --timeout "$drain_timeout" \
+      --postmaster "$postmaster" --log "$results_dir/logs/$key.log" --busy-sql "$busy" -- node "$driver" work \
+      --url "$base/bench_peer" "$@") || { echo "run.sh: $key failed; see $results_dir/logs/$key.log" >&2; exit 1; }
+    record tp "$key" "$description" "$line"
+    log "$description (backlog), run $run/$runs: $line"
+  }
+  graphile_busy="SELECT EXISTS (SELECT 1 FROM graphile_worker._private_jobs)"
+  pgboss_busy="SELECT EXISTS (SELECT 1 FROM pgboss.job WHERE name = 'bench_noop' AND state < 'completed')"
+  s_backlog_graphile_default() {
+    peer_backlog backlog-graphile-default "graphile-worker $graphile_version defaults, concurrency 10" graphile.mjs \
+      "$graphile_busy" "${graphile_default_args[@]}"
+  }
+  s_backlog_graphile_best() {
+    peer_backlog backlog-graphile-best "graphile-worker $graphile_version best (64, localQueue 1000, delay 0)" \
+      graphile.mjs "$graphile_busy" "${graphile_best_args[@]}"
+  }
+  s_backlog_pgboss_best() {
+    peer_backlog backlog-pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, poll 0.5 s)" pgboss.mjs \
+      "$pgboss_busy" "${pgboss_best_args[@]}"
+  }
+  scenarios+=(s_graphile_default s_graphile_best s_pgboss_best s_backlog_graphile_default s_backlog_graphile_best
+    s_backlog_pgboss_best)
   if want latency; then
     s_graphile_latency() {
       peer graphile-default "graphile-worker $graphile_version defaults, $latency_rate events/s offered" graphile.mjs \

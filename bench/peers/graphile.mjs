@@ -1,15 +1,32 @@
 // graphile-worker driver for bench/run.sh, through its library API with no-op tasks.
 //   node graphile.mjs throughput --url URL --n N --concurrency C [--local-queue S --complete-batch-delay D] [--postmaster P]
 //   node graphile.mjs latency --url URL --rate R --seconds S --skip K [--concurrency C]
+//   node graphile.mjs load --url URL --n N        (queues N jobs; no worker runs)
+//   node graphile.mjs work --url URL --concurrency C [...]   (works until SIGTERM)
 // Prints one result line. Run with NO_LOG_SUCCESS=1 (graphile-worker otherwise logs a line
 // per job; outboxd does not either).
-import { run } from 'graphile-worker';
+import { run, runMigrations } from 'graphile-worker';
 import pg from 'pg';
 import { measureLatency, measureThroughput, nowMs, parseArgs, peakRssKiB } from './measure.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 const mode = args._[0];
 const url = args.url;
+
+// add_jobs inserts every job in one statement and notifies the workers on commit.
+const addJobs = (client, n) => client.query(
+  `SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
+     SELECT ROW('bench_noop', json_build_object('n', i), NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
+     FROM generate_series(1, $1::int) AS i))`, [n]);
+
+if (mode === 'load') {
+  await runMigrations({ connectionString: url });
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await addJobs(client, Number(args.n));
+  await client.end();
+  process.exit(0);
+}
 let handled = 0;
 const starts = new Map();
 
@@ -32,6 +49,12 @@ const runner = await run({
   },
 });
 
+if (mode === 'work') {
+  await new Promise((resolve) => process.once('SIGTERM', resolve));
+  await runner.stop();
+  process.exit(0);
+}
+
 const client = new pg.Client({ connectionString: url });
 await client.connect();
 
@@ -40,11 +63,8 @@ if (mode === 'throughput') {
   const line = await measureThroughput({
     n,
     postmaster: Number(args.postmaster ?? 0),
-    // add_jobs inserts every job in one statement and notifies the workers on commit.
-    load: () => client.query(
-      `SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
-         SELECT ROW('bench_noop', json_build_object('n', i), NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
-         FROM generate_series(1, $1::int) AS i))`, [n]),
+    load: () => addJobs(client, n),
+    query: (text) => client.query(text),
     handled: () => handled,
     // Completed jobs are deleted.
     drained: async () => (await client.query('SELECT NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs) AS done'))

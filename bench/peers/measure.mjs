@@ -85,10 +85,11 @@ export function latencyLine(events, skip) {
  * load's commit to the first poll that finds the queue empty; polling starts only once the
  * handler saw all n jobs, so it does not load the database while jobs are being worked.
  */
-export async function measureThroughput({ n, postmaster, load, handled, drained, timeoutMs = 900_000 }) {
+export async function measureThroughput({ n, postmaster, load, handled, drained, query, timeoutMs = 900_000 }) {
   await load();
   const start = nowMs();
   const cpuBefore = { self: selfCpuSeconds(), pg: clusterCpuSeconds(postmaster) };
+  const lsnBefore = (await query('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0].lsn;
   const deadline = start + timeoutMs;
   while (handled() < n) {
     if (nowMs() > deadline) throw new Error(`timed out: ${handled()} of ${n} jobs handled`);
@@ -101,8 +102,9 @@ export async function measureThroughput({ n, postmaster, load, handled, drained,
   const seconds = (nowMs() - start) / 1000;
   const cpuHost = selfCpuSeconds() - cpuBefore.self;
   const cpuPg = clusterCpuSeconds(postmaster) - cpuBefore.pg;
+  const wal = (await query(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '${lsnBefore}')::bigint AS wal`)).rows[0].wal;
   return `n=${n} seconds=${seconds.toFixed(3)} eps=${Math.round(n / seconds)} cpu_host_s=${cpuHost.toFixed(2)} ` +
-    `cpu_pg_s=${cpuPg.toFixed(2)} rss_kib=${peakRssKiB()}`;
+    `cpu_pg_s=${cpuPg.toFixed(2)} rss_kib=${peakRssKiB()} wal_b=${wal}`;
 }
 
 /**

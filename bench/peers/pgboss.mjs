@@ -1,6 +1,8 @@
 // pg-boss driver for bench/run.sh: `workers` work() loops with a no-op batch handler.
 //   node pgboss.mjs throughput --url URL --n N --workers W --batch-size B --poll S [--postmaster P]
 //   node pgboss.mjs latency --url URL --rate R --seconds S --skip K --workers W --batch-size B --poll S
+//   node pgboss.mjs load --url URL --n N          (queues N jobs; no worker runs)
+//   node pgboss.mjs work --url URL --workers W --batch-size B --poll S   (works until SIGTERM)
 // Prints one result line.
 import PgBoss from 'pg-boss';
 import { measureLatency, measureThroughput, nowMs, parseArgs, peakRssKiB } from './measure.mjs';
@@ -16,6 +18,13 @@ boss.on('error', (error) => console.error(`pg-boss error: ${error.message}`));
 await boss.start();
 await boss.createQueue(queue);
 
+const insertJobs = (n) => boss.insert(Array.from({ length: n }, (_, i) => ({ name: queue, data: { n: i } })));
+if (mode === 'load') {
+  await insertJobs(Number(args.n));
+  await boss.stop({ graceful: false, wait: true });
+  process.exit(0);
+}
+
 let handled = 0;
 const starts = new Map();
 for (let i = 0; i < workers; i++) {
@@ -26,13 +35,20 @@ for (let i = 0; i < workers; i++) {
   });
 }
 
+if (mode === 'work') {
+  await new Promise((resolve) => process.once('SIGTERM', resolve));
+  await boss.stop({ graceful: false, wait: false });
+  process.exit(0);
+}
+
 if (mode === 'throughput') {
   const n = Number(args.n);
   const line = await measureThroughput({
     n,
     postmaster: Number(args.postmaster ?? 0),
     // insert() adds every job in one statement.
-    load: () => boss.insert(Array.from({ length: n }, (_, i) => ({ name: queue, data: { n: i } }))),
+    load: () => insertJobs(n),
+    query: async (text) => boss.getDb().executeSql(text),
     handled: () => handled,
     // Completed jobs stay in the queue's table (state 'completed') until archived.
     drained: async () => (await boss.getDb().executeSql(

@@ -10,6 +10,14 @@
 //       the PostgreSQL cluster (postmaster and its children) used in between; rss_kib is the
 //       largest peak RSS (VmHWM) among the --pid processes. Exit 1 if some event did not
 //       complete.
+//   outbox_bench backlog --url URL --n N [--busy-sql SQL] [--claimed-sql SQL] [--timeout S] [--postmaster P]
+//                        [--log FILE] -- COMMAND ARGS...
+//       The N events are already waiting. Starts COMMAND (the worker, cold; output to FILE)
+//       and polls every 10 ms until busy-sql (default: outboxd's unfinished events) answers
+//       false; stops COMMAND with SIGTERM. Prints the drain line above (seconds from exec to
+//       that poll; cpu_host_s is COMMAND's CPU from its start; wal_b the WAL written) and,
+//       with claimed-sql (true once an event was claimed, polled every millisecond until
+//       then), first_claim_ms: exec to the first claimed event.
 //   outbox_bench publish --url URL --type TYPE --rate R --seconds S --commits FILE
 //       Publishes R events per second for S seconds through outbox_publish(), each in its
 //       own autocommit statement, on a fixed schedule (a late publish does not shift the
@@ -23,6 +31,7 @@
 //       Runs COMMAND and prints its output, then "cpu_cmd_s=.. cpu_pg_s=..".
 //   outbox_bench report RESULTS
 //       Prints the benchmark table from the records run.sh collected.
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +41,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -135,6 +145,29 @@ long peak_rss_kib(int pid) {
     return 0;
 }
 
+std::string iso_millis(Clock::time_point t) {
+    const std::time_t seconds = Clock::to_time_t(t);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+    const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+    char out[48];
+    std::snprintf(out, sizeof out, "%s.%03lldZ", text, ms);
+    return out;
+}
+
+std::string current_lsn(pqxx::connection& conn) {
+    pqxx::nontransaction tx(conn);
+    return tx.exec("SELECT pg_current_wal_lsn()::text")[0][0].c_str();
+}
+
+// WAL written by the whole cluster since `before` (every writer counts, as for CPU).
+long long wal_bytes_since(pqxx::connection& conn, const std::string& before) {
+    pqxx::nontransaction tx(conn);
+    return tx.exec_params("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", before)[0][0].as<long long>();
+}
+
 struct CpuSample {
     double host = 0;
     double pg = 0;
@@ -206,6 +239,7 @@ int drain(const Args& args) {
     }
     const auto committed = Clock::now();
     const CpuSample before = sample_cpu(pids, postmaster);
+    const std::string lsn_before = current_lsn(conn);
 
     // The end is observed rather than read from completed_at: completed_at is the start of
     // the statement that stored the outcome, and that statement may take long.
@@ -220,6 +254,7 @@ int drain(const Args& args) {
         drained = Clock::now();
     }
     const CpuSample after = sample_cpu(pids, postmaster);
+    const long long wal = wal_bytes_since(conn, lsn_before);
     long rss = 0;
     for (int pid : pids) rss = std::max(rss, peak_rss_kib(pid));
 
@@ -237,8 +272,94 @@ int drain(const Args& args) {
         return 1;
     }
     const double seconds = std::chrono::duration<double>(drained - committed).count();
-    std::printf("n=%ld seconds=%.3f eps=%.0f cpu_host_s=%.2f cpu_pg_s=%.2f rss_kib=%ld\n", n, seconds,
-                static_cast<double>(n) / seconds, after.host - before.host, after.pg - before.pg, rss);
+    std::printf("n=%ld seconds=%.3f eps=%.0f cpu_host_s=%.2f cpu_pg_s=%.2f rss_kib=%ld wal_b=%lld\n", n, seconds,
+                static_cast<double>(n) / seconds, after.host - before.host, after.pg - before.pg, rss, wal);
+    return 0;
+}
+
+// ---- backlog --------------------------------------------------------------------------
+
+// The events are already waiting (run.sh loaded them); the worker process starts cold.
+// Polled on one connection with seqscan off, so a poll reads a partial index or stops at
+// the first live row and costs the database little.
+int backlog(const Args& args) {
+    const auto dashes = std::find(args.begin(), args.end(), "--");
+    if (dashes == args.end() || dashes + 1 == args.end()) throw UsageError("backlog needs -- COMMAND");
+    const Args own(args.begin(), dashes);
+    const std::string url = required(own, "--url");
+    const long n = std::stol(required(own, "--n"));
+    const std::string busy_sql = option(own, "--busy-sql").value_or(kBusySql);
+    const std::optional<std::string> claimed_sql = option(own, "--claimed-sql");
+    const double timeout_s = std::stod(option(own, "--timeout").value_or("900"));
+    const int postmaster = std::stoi(option(own, "--postmaster").value_or("0"));
+    const std::string log_path = option(own, "--log").value_or("/dev/null");
+    std::vector<char*> argv;
+    for (auto it = dashes + 1; it != args.end(); ++it) argv.push_back(const_cast<char*>(it->c_str()));
+    argv.push_back(nullptr);
+
+    pqxx::connection conn(url);
+    {
+        pqxx::nontransaction setup(conn);
+        setup.exec("SET enable_seqscan = off");
+    }
+    conn.prepare("busy", busy_sql);
+    if (claimed_sql) conn.prepare("claimed", *claimed_sql);
+    const std::string lsn_before = current_lsn(conn);
+    const double pg_before = cluster_cpu_seconds(postmaster);
+
+    const auto exec_at = std::chrono::steady_clock::now();
+    const auto exec_wall = Clock::now();
+    const pid_t child = fork();
+    if (child < 0) throw std::runtime_error("fork failed");
+    if (child == 0) {
+        std::FILE* out = std::freopen(log_path.c_str(), "a", stdout);
+        if (out != nullptr) dup2(fileno(stdout), STDERR_FILENO);
+        // In the worker's log, so its own start-up lines can be read against it.
+        std::printf("outbox_bench backlog: exec at %s\n", iso_millis(exec_wall).c_str());
+        std::fflush(stdout);
+        execvp(argv[0], argv.data());
+        std::perror("outbox_bench backlog: exec");
+        _exit(127);
+    }
+    // Until the first event is claimed the poll runs every millisecond (that figure is the
+    // start-up time); from then on every 10 ms.
+    const auto deadline = exec_at + std::chrono::duration<double>(timeout_s);
+    std::optional<double> first_claim_ms;
+    bool busy = true;
+    auto drained = exec_at;
+    int status = 0;
+    bool exited = false;
+    while (busy && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(claimed_sql && !first_claim_ms ? 1 : 10));
+        if (waitpid(child, &status, WNOHANG) == child) {
+            exited = true;
+            break;
+        }
+        pqxx::nontransaction tx(conn);
+        if (claimed_sql && !first_claim_ms && tx.exec_prepared("claimed")[0][0].as<bool>()) {
+            first_claim_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - exec_at).count();
+        }
+        busy = tx.exec_prepared("busy")[0][0].as<bool>();
+        drained = std::chrono::steady_clock::now();
+    }
+    const double pg_after = cluster_cpu_seconds(postmaster);
+    const double worker_cpu = exited ? 0 : cpu_seconds(child);
+    const long rss = exited ? 0 : peak_rss_kib(child);
+    const long long wal = wal_bytes_since(conn, lsn_before);
+    if (!exited) {
+        kill(child, SIGTERM);
+        waitpid(child, &status, 0);
+    }
+    if (busy) {
+        std::cerr << "outbox_bench backlog: the queue was not drained"
+                  << (exited ? " (the worker exited early; see its log)" : " before the timeout") << "\n";
+        return 1;
+    }
+    const double seconds = std::chrono::duration<double>(drained - exec_at).count();
+    std::printf("n=%ld seconds=%.3f eps=%.0f cpu_host_s=%.2f cpu_pg_s=%.2f rss_kib=%ld wal_b=%lld", n, seconds,
+                static_cast<double>(n) / seconds, worker_cpu, pg_after - pg_before, rss, wal);
+    if (first_claim_ms) std::printf(" first_claim_ms=%.1f", *first_claim_ms);
+    std::printf("\n");
     return 0;
 }
 
@@ -390,7 +511,7 @@ std::vector<Record> read_records(const std::string& path) {
 
 struct Series {
     std::string key, description;
-    std::vector<double> eps, rss_kib, cpu_host, cpu_pg;
+    std::vector<double> eps, rss_kib, cpu_host, cpu_pg, n, wal_b, first_claim_ms;
     std::vector<double> p50, p95, p99, c50, c95, c99;
 };
 
@@ -447,7 +568,7 @@ int report(const Args& args) {
         for (auto& series : list) {
             if (series.key == record.key) return series;
         }
-        list.push_back(Series{record.key, record.description, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
+        list.push_back(Series{record.key, record.description, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
         return list.back();
     };
     const auto value = [](const Record& record, const std::string& name) {
@@ -461,6 +582,9 @@ int report(const Args& args) {
             series.rss_kib.push_back(value(record, "rss_kib"));
             series.cpu_host.push_back(value(record, "cpu_host_s"));
             series.cpu_pg.push_back(value(record, "cpu_pg_s"));
+            series.n.push_back(value(record, "n"));
+            if (!std::isnan(value(record, "wal_b"))) series.wal_b.push_back(value(record, "wal_b"));
+            if (!std::isnan(value(record, "first_claim_ms"))) series.first_claim_ms.push_back(value(record, "first_claim_ms"));
         } else if (record.kind == "lat") {
             auto& series = series_for(latency, record);
             series.p50.push_back(value(record, "p50_ms"));
@@ -494,16 +618,40 @@ int report(const Args& args) {
     const auto peak = [](const std::vector<double>& values) {
         return values.empty() ? NAN : *std::max_element(values.begin(), values.end());
     };
-    std::printf("\n%s%s%s%s%s%s\n", pad("Throughput: N events drained", 64).c_str(), pad("runs", 6).c_str(),
-                pad("events/s median", 17).c_str(), pad("(min–max)", 20).c_str(), pad("peak RSS", 11).c_str(),
-                "CPU s: worker / PostgreSQL (median)");
-    for (const auto& series : throughput) {
-        const auto [lo, hi] = std::minmax_element(series.eps.begin(), series.eps.end());
-        std::printf("%s%s%s%s%s%s / %s\n", pad(series.description, 64).c_str(),
-                    pad(std::to_string(series.eps.size()), 6).c_str(), pad(thousands(median(series.eps)), 17).c_str(),
-                    pad(cat("(", thousands(*lo), "–", thousands(*hi), ")"), 20).c_str(), pad(mib(peak(series.rss_kib)), 11).c_str(),
-                    fixed(median(series.cpu_host), 2).c_str(), fixed(median(series.cpu_pg), 2).c_str());
-    }
+    // Markdown, so the tables paste into docs/performance.md as they are.
+    const auto per_event_us = [](const std::vector<double>& seconds, long long n) {
+        return n > 0 ? median(seconds) * 1e6 / static_cast<double>(n) : NAN;
+    };
+    const auto throughput_table = [&](const std::string& title, bool backlog) {
+        bool any = false;
+        for (const auto& series : throughput) any = any || ((series.key.rfind("backlog-", 0) == 0) == backlog);
+        if (!any) return;
+        std::printf("\n**%s**\n\n| %s | runs | events/s median (min–max) | PostgreSQL CPU µs/event | WAL B/event | "
+                    "worker CPU µs/event | peak RSS |%s\n|---|---|---|---|---|---|---|%s\n",
+                    title.c_str(), backlog ? "Backlog: N events waiting, worker started cold" : "Burst: N events due in one commit",
+                    backlog ? " exec → first claim |" : "", backlog ? "---|" : "");
+        for (const auto& series : throughput) {
+            if ((series.key.rfind("backlog-", 0) == 0) != backlog) continue;
+            const auto [lo, hi] = std::minmax_element(series.eps.begin(), series.eps.end());
+            const long long n = std::llround(median(series.n));
+            std::printf("| %s | %zu | %s (%s–%s) | %s | %s | %s | %s |", series.description.c_str(), series.eps.size(),
+                        thousands(median(series.eps)).c_str(), thousands(*lo).c_str(), thousands(*hi).c_str(),
+                        fixed(per_event_us(series.cpu_pg, n), 1).c_str(),
+                        thousands(n > 0 ? median(series.wal_b) / static_cast<double>(n) : NAN).c_str(),
+                        fixed(per_event_us(series.cpu_host, n), 1).c_str(), mib(peak(series.rss_kib)).c_str());
+            if (backlog) {
+                const double first = median(series.first_claim_ms);
+                std::printf(" %s |", std::isnan(first) ? "-" : (fixed(first, 0) + " ms").c_str());
+            }
+            std::printf("\n");
+        }
+    };
+    throughput_table("Burst: workers running and idle, N events become due in one commit; clock from that commit "
+                     "to the first poll (20 ms) that finds them all finished",
+                     false);
+    throughput_table("Backlog: N events already waiting, worker process started cold; clock from exec to the first "
+                     "poll (10 ms) that finds the queue drained",
+                     true);
     if (!latency.empty()) {
         std::printf("\n%s%s%s%s%s\n", pad("Latency to handler start, ms (median of runs)", 64).c_str(), pad("runs", 6).c_str(),
                     pad("from publish: p50 / p95 / p99", 32).c_str(), pad("from commit: p50 / p95 / p99", 31).c_str(),
@@ -519,24 +667,32 @@ int report(const Args& args) {
     }
 
     // Ratios: every outboxd figure against every peer figure of the same kind.
-    std::vector<const Series*> ours_tp, peers_tp, ours_lat, peers_lat;
-    for (const auto& series : throughput) {
-        if (series.key.rfind("outboxd-", 0) == 0) ours_tp.push_back(&series);
-        else if (series.key.rfind("hosts-", 0) != 0 && series.key.rfind("growth-", 0) != 0) peers_tp.push_back(&series);
-    }
-    for (const auto& series : latency) (series.key.rfind("outboxd-", 0) == 0 ? ours_lat : peers_lat).push_back(&series);
-    if (!ours_tp.empty() && !peers_tp.empty()) {
-        std::printf("\nThroughput ratio: outboxd events/s ÷ peer events/s (medians)\n%s", pad("", 24).c_str());
-        for (const auto* peer : peers_tp) std::printf("%s", pad(peer->key, 20).c_str());
+    std::vector<const Series*> ours_lat, peers_lat;
+    const auto ratio_table = [&](const std::string& prefix, const std::string& title) {
+        std::vector<const Series*> ours, peers;
+        for (const auto& series : throughput) {
+            const std::string& key = series.key;
+            const bool backlog = key.rfind("backlog-", 0) == 0;
+            if ((prefix == "backlog-") != backlog) continue;
+            if (key.rfind(prefix + "outboxd-", 0) == 0) ours.push_back(&series);
+            else if (key.rfind("hosts-", 0) != 0 && key.rfind("growth-", 0) != 0 && key.find("pgbench-write") == std::string::npos)
+                peers.push_back(&series);
+        }
+        if (ours.empty() || peers.empty()) return;
+        std::printf("\n**%s: outboxd events/s ÷ peer events/s (medians)**\n\n|   |", title.c_str());
+        for (const auto* peer : peers) std::printf(" %s |", peer->key.c_str());
+        std::printf("\n|---|");
+        for (std::size_t i = 0; i < peers.size(); ++i) std::printf("---|");
         std::printf("\n");
-        for (const auto* ours : ours_tp) {
-            std::printf("%s", pad(ours->key, 24).c_str());
-            for (const auto* peer : peers_tp) {
-                std::printf("%s", pad(fixed(median(ours->eps) / median(peer->eps), 2) + "×", 20).c_str());
-            }
+        for (const auto* mine : ours) {
+            std::printf("| %s |", mine->key.c_str());
+            for (const auto* peer : peers) std::printf(" %s× |", fixed(median(mine->eps) / median(peer->eps), 2).c_str());
             std::printf("\n");
         }
-    }
+    };
+    ratio_table("", "Burst ratio");
+    ratio_table("backlog-", "Backlog ratio");
+    for (const auto& series : latency) (series.key.rfind("outboxd-", 0) == 0 ? ours_lat : peers_lat).push_back(&series);
     if (!ours_lat.empty() && !peers_lat.empty()) {
         std::printf("\nLatency ratio: outboxd ÷ peer (p50 / p99; below 1 means outboxd starts sooner)\n%s",
                     pad("", 24).c_str());
@@ -568,7 +724,7 @@ int report(const Args& args) {
     for (const auto& series : throughput) {
         if (series.key.rfind("pgbench-claim100", 0) == 0) ceiling = std::isnan(ceiling) ? median(series.eps) : std::max(ceiling, median(series.eps));
     }
-    const double write = std::max(eps_of("outboxd-write-tuned"), eps_of("outboxd-write-default"));
+    const double write = eps_of("outboxd-write-pool");
     target("no-op handler ≥ 30,000 events/s (best outboxd setting)", best_noop, thousands(best_noop), best_noop >= 30000);
     target("no-op ≥ 1.5× graphile-worker best", best_noop / graphile_best, fixed(best_noop / graphile_best, 2) + "×",
            best_noop / graphile_best >= 1.5);
@@ -576,7 +732,27 @@ int report(const Args& args) {
            fixed(100 * best_noop / ceiling, 0) + "% of " + thousands(ceiling), best_noop / ceiling >= 0.7);
     const double defaults_ratio = eps_of("outboxd-default") / graphile_default;
     target("defaults ≥ 5× graphile-worker defaults", defaults_ratio, fixed(defaults_ratio, 2) + "×", defaults_ratio >= 5);
-    target("db-write handler ≥ 5,000 events/s", write, thousands(write), write >= 5000);
+    target("db-write handler ≥ 8,000 events/s (defaults + pool_size)", write, thousands(write), write >= 8000);
+    const auto us_per_event = [&](const std::string& key) {
+        const Series* series = find(throughput, key);
+        return series ? median(series->cpu_pg) * 1e6 / median(series->n) : NAN;
+    };
+    const double write_us = us_per_event("outboxd-write-pool");
+    target("db-write handler: PostgreSQL CPU ≤ 150 µs/event", write_us, fixed(write_us, 1) + " µs", write_us <= 150);
+    const double write_ceiling = eps_of("pgbench-write");
+    target("db-write handler ≥ 80% of pgbench running its statements", write / write_ceiling,
+           fixed(100 * write / write_ceiling, 0) + "% of " + thousands(write_ceiling), write / write_ceiling >= 0.8);
+    for (const std::string& key : {std::string("outboxd-tuned"), std::string("backlog-outboxd-tuned")}) {
+        const double us = us_per_event(key);
+        target("no-op PostgreSQL CPU ≤ 18 µs/event: " + key, us, fixed(us, 1) + " µs", us <= 18);
+    }
+    const double backlog_ratio = eps_of("backlog-outboxd-tuned") / eps_of("backlog-graphile-best");
+    target("backlog: no-op tuned ≥ 1.5× graphile-worker best", backlog_ratio, fixed(backlog_ratio, 2) + "×",
+           backlog_ratio >= 1.5);
+    if (const Series* first = find(throughput, "backlog-outboxd-tuned"); first && !first->first_claim_ms.empty()) {
+        const double ms = median(first->first_claim_ms);
+        target("backlog: exec → first claimed event ≤ 100 ms (one plugin)", ms, fixed(ms, 0) + " ms", ms <= 100);
+    }
     const double keyed = eps_of("outboxd-keyed") / tuned;
     target("keyed (N/10 aggregates, in order) ≥ 80% of unkeyed tuned", keyed, fixed(100 * keyed, 0) + "%",
            keyed >= 0.8);
@@ -622,6 +798,7 @@ int main(int argc, char** argv) {
     const Args args(argv + 2, argv + argc);
     try {
         if (command == "drain") return drain(args);
+        if (command == "backlog") return backlog(args);
         if (command == "publish") return publish(args);
         if (command == "stats") return stats(args);
         if (command == "cpu") return cpu(args);

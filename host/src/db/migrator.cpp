@@ -1,6 +1,7 @@
 #include "db/migrator.hpp"
 
 #include "db/db_error.hpp"
+#include "db/pg_array.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -52,7 +53,11 @@ WHERE stopped_at IS NULL AND last_heartbeat_at > now() - 3 * heartbeat_interval_
 ORDER BY host_id)sql";
 constexpr const char* kFleetExists = "SELECT to_regclass('outbox_host') IS NOT NULL";
 // Computed by the server so the binary needs no crypto library; the text is hashed as UTF-8.
-constexpr const char* kChecksum = "SELECT encode(sha256(convert_to($1::text, 'UTF8')), 'hex')";
+// Every file in one statement: a host's start-up waits for this, once per file it cost a
+// round trip.
+constexpr const char* kChecksums =
+    "SELECT encode(sha256(convert_to(t, 'UTF8')), 'hex') FROM pg_catalog.unnest($1::text[]) WITH ORDINALITY AS f(t, i) "
+    "ORDER BY i";
 
 // First line of a migration that must run outside a transaction (CREATE INDEX CONCURRENTLY).
 constexpr std::string_view kNoTransactionMarker = "-- outboxd: no-transaction";
@@ -215,11 +220,13 @@ std::map<int, HistoryRow> read_history(pqxx::transaction_base& tx) {
 }
 
 std::vector<std::string> checksums(pqxx::transaction_base& tx, const std::vector<Migration>& migrations) {
+    std::vector<std::string> texts;
+    texts.reserve(migrations.size());
+    for (const auto& migration : migrations) texts.push_back(migration.sql);
     std::vector<std::string> sums;
     sums.reserve(migrations.size());
-    for (const auto& migration : migrations) {
-        sums.push_back(tx.exec_params1(kChecksum, migration.sql)[0].as<std::string>());
-    }
+    for (const auto& row : tx.exec_params(kChecksums, pg_array(texts))) sums.push_back(row[0].as<std::string>());
+    if (sums.size() != migrations.size()) throw std::runtime_error("checksum count mismatch");
     return sums;
 }
 

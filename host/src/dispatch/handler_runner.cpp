@@ -39,18 +39,23 @@ core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::L
         auto conn = pool.acquire(std::chrono::steady_clock::now() + db::connection_settings().call_timeout);
         db::CallGuard guard(*conn);
         pqxx::read_transaction tx(*conn);
-        const auto rows = tx.exec_params("SELECT 1 FROM event_consumption WHERE event_id = $1::uuid AND handler_name = $2",
-                                         lease.event_id, handler_name);
+        // A consumption row, or the event COMPLETED (a first-attempt completion writes no rows;
+        // hosts of the previous release write them): either way the handler's work is in.
+        const auto rows = tx.exec_params(
+            "SELECT 1 WHERE EXISTS (SELECT 1 FROM event_consumption WHERE event_id = $1::uuid AND handler_name = $2) "
+            "OR EXISTS (SELECT 1 FROM event_publication WHERE event_id = $1::uuid AND status = 'COMPLETED')",
+            lease.event_id, handler_name);
         if (!rows.empty()) return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
     } catch (...) {
         // Still unknown: a retry is safe because a committed consumption row makes the
-        // next attempt skip this handler.
+        // next attempt skip this handler, and a committed completion fences it out.
     }
     return failed(Kind::Retry, "DB_UNAVAILABLE");
 }
 
 core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InFlight& flight,
-                                       const std::string& handler_name, const std::vector<std::string>* completes) {
+                                       const std::string& handler_name, const std::vector<std::string>* completes,
+                                       int attempt) {
     const lease::LeaseRef& lease = flight.lease;
     std::vector<std::string> names;
     if (completes != nullptr) {
@@ -60,6 +65,9 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
         flight.finishing = true;
     }
     names.push_back(handler_name);
+    // Completed in its first attempt: COMPLETED already says that every handler consumed the
+    // event, so no consumption rows are written (rows record partial progress only).
+    if (completes != nullptr && attempt == 1) names.clear();
     try {
         db.commit_with(lease::fence_statement(*db.connection(), lease, names, completes != nullptr));
         return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
@@ -124,7 +132,7 @@ HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& cla
         db.rollback();
         run.outcome = failed(db.failure()->first ? Kind::Retry : Kind::Review, db.failure()->second);
     } else if (db.opened()) {
-        run.outcome = commit_with_fence(db, pool, flight, entry.name, completes);
+        run.outcome = commit_with_fence(db, pool, flight, entry.name, completes, claimed.event.attempt);
         // The consumption row and the completion commit together: a success (also one
         // re-read after an unknown commit outcome) means the event is COMPLETED.
         run.completed = completes != nullptr && run.outcome.kind == Kind::Succeeded;

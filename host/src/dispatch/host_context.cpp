@@ -31,7 +31,8 @@ void HostDb::limit_statement_time() {
     const auto left = std::min<long long>(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now).count(),
         db::connection_settings().call_timeout.count() * 3 / 4);
-    const std::string limit = "SET LOCAL statement_timeout = " + std::to_string(std::max<long long>(1, left));
+    limit_ms_ = std::max<long long>(1, left);
+    const std::string limit = "SET LOCAL statement_timeout = " + std::to_string(limit_ms_);
     if (!tx_) {
         tx_ = std::make_unique<pqxx::nontransaction>(**conn_);
         tx_->exec0("BEGIN; " + limit);
@@ -111,10 +112,14 @@ sdk::Rows HostDb::exec(std::string_view sql, const sdk::Params& params) {
 void HostDb::commit_with(const std::string& last_statement) {
     {
         db::CallGuard guard(**conn_);
-        // The handler's last statement limit may be nearly spent: the fence gets its own.
-        tx_->exec("SET LOCAL statement_timeout = " +
-                  std::to_string(db::connection_settings().call_timeout.count() * 3 / 4) + "; " + last_statement +
-                  "; COMMIT");
+        // statement_timeout is a duration per statement: the fence gets the one in force
+        // unless the handler's deadline had made it shorter than the bookkeeping limit.
+        const long long fence_limit = db::connection_settings().call_timeout.count() * 3 / 4;
+        std::string sql;
+        if (limit_ms_ < fence_limit) sql = "SET LOCAL statement_timeout = " + std::to_string(fence_limit) + "; ";
+        sql += last_statement;
+        sql += "; COMMIT";
+        tx_->exec(sql);
     }
     tx_.reset();
     release_connection(false);

@@ -59,6 +59,7 @@ private:
     const std::atomic<bool>& lease_lost_;
     const std::atomic<bool>& hard_stop_;
     std::chrono::steady_clock::time_point limit_set_at_{};  // when statement_timeout was last set
+    long long limit_ms_ = 0;                                  // the statement_timeout set then
     std::optional<db::ConnectionPool::Handle> conn_;
     // BEGIN and COMMIT are sent by hand so that the COMMIT can share a round trip with the
     // lease fence; libpqxx's transaction classes send each on its own.

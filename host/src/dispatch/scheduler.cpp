@@ -16,7 +16,11 @@ constexpr auto kSuspectCheckInterval = std::chrono::seconds{1};
 
 void Scheduler::run(std::stop_token stop) {
     db::DbSession session(options_.database_url, "scheduler", outage_);
+    // The first pass claims normal work before it looks for suspects: after a restart a
+    // backlog may be waiting, and the suspect lane does not compete with it for the first
+    // claim. From the second pass on, suspects are looked for as before.
     auto next_suspect_check = std::chrono::steady_clock::now();
+    bool first_pass = true;
     auto next_pause_read = std::chrono::steady_clock::now();
 
     // An idle pass waits at most this long, so the observer hears from the loop in time.
@@ -92,7 +96,7 @@ void Scheduler::run(std::stop_token stop) {
         // own, beside normal work: a crash then charges the suspect, and the rescuer gives
         // the events that ran beside it their attempt back (see LeaseStore::rescue_expired).
         const auto now = std::chrono::steady_clock::now();
-        if (queue_.suspect_lane_free() && (queue_.idle() || now >= next_suspect_check)) {
+        if (!first_pass && queue_.suspect_lane_free() && (queue_.idle() || now >= next_suspect_check)) {
             std::vector<lease::ClaimedEvent> claimed;
             if (!session.run(
                     [&](pqxx::connection& conn) {
@@ -119,12 +123,17 @@ void Scheduler::run(std::stop_token stop) {
             wakeup_.wait_for(idle_wait, stop);
             continue;
         }
+        // The first claim takes only what the workers can start at once: a full batch (up to
+        // 1,000 rows locked and updated in one statement) would hold every worker back
+        // until it commits. A full first claim is followed by the next one at once.
+        const int room = first_pass ? std::min(free, std::max(1, options_.concurrency)) : free;
+        first_pass = false;
         std::vector<lease::ClaimedEvent> claimed;
         bool more_due = false;
         const bool ok = session.run(
             [&](pqxx::connection& conn) {
                 lease::LeaseStore store(conn);
-                int left = free;
+                int left = room;
                 const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
                     if (limit <= 0 || claim_types.empty()) return;
                     auto got = store.claim(claim_types, limit, options_.host_id, options_.lease_duration);

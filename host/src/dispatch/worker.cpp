@@ -110,6 +110,9 @@ bool Worker::process(const Work& work) {
         log::error("event needs review", {event.id, event.type, {}, event.attempt, transition->error_code, {}});
     }
     work.flight->finishing = true;
+    // A first-attempt completion needs no consumption rows: the status says it (see the
+    // fence in handler_runner.cpp). Rows stay the record of partial progress.
+    if (transition->status == core::EventStatus::Completed && event.attempt == 1) consumed_now.clear();
     completer_.submit(lease::Finish{work.flight->lease, *transition, std::move(consumed_now)});
     return true;
 }

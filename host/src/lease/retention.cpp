@@ -77,6 +77,9 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
 
 void Retention::run(const std::string& url, db::OutageLog& outage, std::chrono::milliseconds interval,
                     std::stop_token stop) const {
+    // The first pass waits a second: a restarting host's first claim (a backlog may be
+    // waiting) does not share the database with a retention DELETE and its connection.
+    if (!db::sleep_for(std::chrono::seconds{1}, stop)) return;
     db::DbSession session(url, "retention", outage);
     do {
         std::optional<long long> deleted;
