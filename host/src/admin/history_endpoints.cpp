@@ -27,7 +27,7 @@ FROM event_consumption WHERE event_id = $1::uuid ORDER BY consumed_at, handler_n
 )SQL";
 
 // Both action tables are append-only and keyed by event; the channel (api or cli) and the
-// bulk request are recorded only in the action's audit row (V16's audit_event_target_idx).
+// bulk request are recorded only in the action's audit row (V15's audit_event_target_idx).
 constexpr const char* kActionsSql = R"SQL(
 SELECT kind, actor, reason, to_char(at, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), channel, previous_version, new_version,
        previous_attempt_count, bulk_retry_id
