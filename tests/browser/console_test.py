@@ -504,6 +504,12 @@ def run(args, workdir):
         wait_for('the proxy sign-in', lambda: browser.text('#who-sub') == 'hal@acme')
         check(browser.text('#who-role') == 'HR', 'the proxy token\'s role is shown')
         wait_for('the HR overview', lambda: page_counts(browser) == db.counts(OURS))
+        browser.go(host.base + '/console/#/review')
+        wait_for('the HR review groups', lambda: group_row(browser, 'TestRequested', 'HTTP_422'))
+        group_row(browser, 'TestRequested', 'HTTP_422').find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
+        wait_for('the HR group events', lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 3)
+        for css in ('#redrive-group', '#redrive-selected', '[data-action="discard"]', 'input.select-event', '#action-reason'):
+            check(not browser.find_all(css), 'HR sees no %s' % css)
         browser.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {}})
 
         errors = [e for e in browser.console_errors() if 'Content Security Policy' in e or 'Refused' in e]
