@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -20,16 +21,21 @@ inline constexpr const char* kNotifyChannel = "outboxd_events";
 /// notifications sent while disconnected are gone. It also LISTENs on
 /// kHandlerNotifyChannel: a pause or resume marks the paused set stale and wakes the
 /// scheduler, which re-reads it (so a pause reaches every host within milliseconds).
+/// Where LISTEN can go: `session_url` when set; else `url`, unless that is a pooler in
+/// transaction mode (then nothing: the host polls).
+std::optional<std::string> listen_url(const std::string& url, const std::string& session_url);
+
 class WakeupListener {
 public:
-    WakeupListener(std::string url, db::OutageLog& outage, db::Wakeup& wakeup, const CurrentHandlers& handlers,
+    /// Without a url it only says once that this host polls, and returns.
+    WakeupListener(std::optional<std::string> url, db::OutageLog& outage, db::Wakeup& wakeup, const CurrentHandlers& handlers,
                    PausedHandlers& paused)
         : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(handlers), paused_(paused) {}
 
     void run(std::stop_token stop);
 
 private:
-    std::string url_;
+    std::optional<std::string> url_;
     db::OutageLog& outage_;
     db::Wakeup& wakeup_;
     const CurrentHandlers& handlers_;
