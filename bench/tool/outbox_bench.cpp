@@ -522,7 +522,10 @@ int report(const Args& args) {
     std::vector<const Series*> ours_tp, peers_tp, ours_lat, peers_lat;
     for (const auto& series : throughput) {
         if (series.key.rfind("outboxd-", 0) == 0) ours_tp.push_back(&series);
-        else if (series.key.rfind("hosts-", 0) != 0 && series.key.rfind("growth-", 0) != 0) peers_tp.push_back(&series);
+        else if (series.key.rfind("hosts-", 0) != 0 && series.key.rfind("growth-", 0) != 0 &&
+                 series.key.rfind("pgbouncer-", 0) != 0) {
+            peers_tp.push_back(&series);
+        }
     }
     for (const auto& series : latency) (series.key.rfind("outboxd-", 0) == 0 ? ours_lat : peers_lat).push_back(&series);
     if (!ours_tp.empty() && !peers_tp.empty()) {
