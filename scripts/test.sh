@@ -5,7 +5,8 @@
 # The `hostile` label (tests/hostile, about 10 s) attacks a real `outboxd run` child's admin
 # listener: scripts/test.sh -L hostile.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
-# (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
+# (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the PgBouncer tier
+# (ctest -L pgbouncer, about 1.5 minutes, bounded to 7), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
 # scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
 # (the Debian packages built from their own Release build, linted, installed, upgraded
