@@ -201,8 +201,8 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
     if (event_types.empty() || limit <= 0) return claimed;
     const bool suspect = kind == ClaimKind::Suspect;
     const pqxx::result rows =
-        db::exec_statement(conn_, suspect ? "outbox_claim_suspect" : "outbox_claim", suspect ? kClaimSuspectSql : kClaimSql, db::pg_array(event_types),
-                         kind == ClaimKind::Suspect ? 1 : limit, owner, static_cast<long long>(lease.count()));
+        db::exec_statement(conn_, suspect ? "outbox_claim_suspect" : "outbox_claim", suspect ? kClaimSuspectSql : kClaimSql,
+                           db::pg_array(event_types), suspect ? 1 : limit, owner, static_cast<long long>(lease.count()));
     claimed.reserve(rows.size());
     for (const auto& row : rows) {
         ClaimedEvent item;
@@ -243,7 +243,7 @@ std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch) {
     }
     const pqxx::result rows =
         db::exec_statement(conn_, "outbox_finish", kFinishSql, db::pg_array(ids), db::pg_array(tokens), db::pg_array(statuses),
-                         db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names));
+                           db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names));
     std::vector<std::string> applied;
     applied.reserve(rows.size());
     for (const auto& row : rows) applied.emplace_back(row[0].c_str());
@@ -257,7 +257,8 @@ std::vector<std::string> LeaseStore::extend(const std::vector<LeaseRef>& leases,
         tokens.push_back(ref.lease_token);
     }
     const pqxx::result rows =
-        db::exec_statement(conn_, "outbox_extend", kExtendSql, db::pg_array(ids), db::pg_array(tokens), static_cast<long long>(lease.count()));
+        db::exec_statement(conn_, "outbox_extend", kExtendSql, db::pg_array(ids), db::pg_array(tokens),
+                           static_cast<long long>(lease.count()));
     std::vector<std::string> kept;
     for (const auto& row : rows) kept.emplace_back(row[0].c_str());
     return kept;
