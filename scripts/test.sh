@@ -6,7 +6,7 @@
 # listener: scripts/test.sh -L hostile.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the PgBouncer tier
-# (ctest -L pgbouncer, about 1.5 minutes, bounded to 7), the benchmark's smoke run
+# (ctest -L pgbouncer, about 65 s, bounded to 7 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
 # scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
 # (the Debian packages built from their own Release build, linted, installed, upgraded
@@ -58,7 +58,7 @@ as_root=()
 # later runs reuse it from the build directory).
 stage 1800 "$root/scripts/upgrade-test.sh" "$build_dir"
 # Six hosts through PgBouncer in transaction mode, with kill -9s and a PgBouncer restart
-# (its own PostgreSQL cluster and PgBouncer on loopback; about 2 minutes).
+# (its own PostgreSQL cluster and PgBouncer on loopback; about 65 s).
 stage 420 ctest --test-dir "$build_dir" --output-on-failure -L pgbouncer
 # The benchmark's smoke run keeps it from rotting (its figures mean nothing). Without node,
 # npm or the npm registry it still runs outboxd, the latency probe and pgbench, and says so.
