@@ -20,10 +20,13 @@
 #                      the claim and of the outcome-storing statement on the empty and the
 #                      pre-filled table
 #   --hosts            also: 1, 2 and 4 outboxd hosts on one database
+#   --pgbouncer        also: the write handler through PgBouncer (pool_mode = transaction,
+#                      database.pool_mode = transaction, session_url direct), next to the
+#                      same direct with pool_mode session and with pool_mode transaction
 #   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
-#   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts
-#                      (outboxd and peers run both protocols; pgbench-write, the writing
-#                      handler's statements, runs with outboxd or pgbench)
+#   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts,
+#                      pgbouncer (outboxd and peers run both protocols; pgbench-write, the
+#                      writing handler's statements, runs with outboxd or pgbench)
 #   --build-dir DIR    add the bench targets to this already configured build tree and use
 #                      its outboxd (keeps its build type; for smoke runs next to the tests)
 #
@@ -54,6 +57,7 @@ while (($#)); do
     --latency-seconds) latency_seconds=$2; shift ;;
     --growth) sections+=,growth ;;
     --hosts) sections+=,hosts ;;
+    --pgbouncer) sections+=,pgbouncer ;;
     --no-peers) sections=${sections//peers/} ;;
     --only) sections=$2; shift ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -567,6 +571,39 @@ if want hosts; then
   s_hosts_2() { hosts_scenario 2; }
   s_hosts_4() { hosts_scenario 4; }
   scenarios+=(s_hosts_1 s_hosts_2 s_hosts_4)
+fi
+
+# ---- through PgBouncer in transaction mode ----------------------------------------------
+
+if want pgbouncer; then
+  bouncer_port=$("$root/scripts/pg.sh" free-port)
+  bouncer_dir=$work/pgbouncer
+  mkdir -p "$bouncer_dir" && chmod 755 "$work" "$bouncer_dir"
+  printf '"postgres" ""\n' >"$bouncer_dir/userlist.txt"
+  printf '[databases]\n* = host=127.0.0.1 port=%s user=postgres\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = %s\nunix_socket_dir =\nauth_type = trust\nauth_file = %s\npool_mode = transaction\ndefault_pool_size = 20\nmax_client_conn = 500\n' \
+    "$port" "$bouncer_port" "$bouncer_dir/userlist.txt" >"$bouncer_dir/pgbouncer.ini"
+  bouncer_user=()
+  ((EUID == 0)) && bouncer_user=(-u postgres)
+  # pgbouncer_throughput KEY DESCRIPTION: the write scenario with PgBouncer started for the
+  # run only (its idle server connections would keep the next run's DROP DATABASE waiting).
+  pgbouncer_throughput() {
+    local bouncer_pid
+    pgbouncer "${bouncer_user[@]}" "$bouncer_dir/pgbouncer.ini" >>"$results_dir/logs/pgbouncer.log" 2>&1 &
+    bouncer_pid=$!
+    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$bouncer_port") 2>/dev/null && break; sleep 0.1; done
+    outboxd_throughput "$1" "$2" write BenchWrite 1 bench_template OUTBOX_DATABASE_URL="postgresql://postgres@127.0.0.1:$bouncer_port/bench_run" \
+      OUTBOX_DATABASE_POOL_MODE=transaction OUTBOX_DATABASE_SESSION_URL="$base/bench_run"
+    kill -TERM "$bouncer_pid" && wait "$bouncer_pid" || true
+  }
+  s_pgbouncer_direct() {
+    outboxd_throughput pgbouncer-direct "direct: outboxd defaults, writes 1 row via ctx.db()" write BenchWrite 1 bench_template
+  }
+  s_pgbouncer_direct_tx() {
+    outboxd_throughput pgbouncer-direct-tx "direct, database.pool_mode transaction (no prepared statements)" \
+      write BenchWrite 1 bench_template OUTBOX_DATABASE_POOL_MODE=transaction
+  }
+  s_pgbouncer_pooled() { pgbouncer_throughput pgbouncer-pooled "through PgBouncer (transaction mode, pool 20), same"; }
+  scenarios+=(s_pgbouncer_direct s_pgbouncer_direct_tx s_pgbouncer_pooled)
 fi
 
 # ---- the runs: every scenario once per round --------------------------------------------

@@ -8,7 +8,8 @@
 # console in headless Chromium against a real `outboxd run`; its screenshots are left in
 # <build>/browser-artifacts: scripts/test.sh -L browser.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
-# (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
+# (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the PgBouncer tier
+# (ctest -L pgbouncer, about 65 s, bounded to 7 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
 # scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
 # (the Debian packages built from their own Release build, linted, installed, upgraded
@@ -34,7 +35,10 @@ export OUTBOX_TEST_DATABASE_URL
 echo "test.sh: PostgreSQL at $OUTBOX_TEST_DATABASE_URL" >&2
 
 status=0
-ctest --test-dir "$build_dir" --output-on-failure "$@" || status=$?
+# The pgbouncer tier runs as a stage of its own below (its clusters are its own).
+only_args=(-LE pgbouncer)
+(($#)) && only_args=()
+ctest --test-dir "$build_dir" --output-on-failure "${only_args[@]}" "$@" || status=$?
 if (($#)); then
   exit "$status"
 fi
@@ -56,6 +60,9 @@ as_root=()
 # (about 40 s; building the previous release the first time adds 5 to 15 minutes on 2 cores,
 # later runs reuse it from the build directory).
 stage 1800 "$root/scripts/upgrade-test.sh" "$build_dir"
+# Six hosts through PgBouncer in transaction mode, with kill -9s and a PgBouncer restart
+# (its own PostgreSQL cluster and PgBouncer on loopback; about 65 s).
+stage 420 ctest --test-dir "$build_dir" --output-on-failure -L pgbouncer
 # The benchmark's smoke run keeps it from rotting (its figures mean nothing). Without node,
 # npm or the npm registry it still runs outboxd, the latency probe and pgbench, and says so.
 bench_args=(--quick --build-dir "$build_dir")

@@ -675,7 +675,8 @@ int report(const Args& args) {
             const bool backlog = key.rfind("backlog-", 0) == 0;
             if ((prefix == "backlog-") != backlog) continue;
             if (key.rfind(prefix + "outboxd-", 0) == 0) ours.push_back(&series);
-            else if (key.rfind("hosts-", 0) != 0 && key.rfind("growth-", 0) != 0 && key.find("pgbench-write") == std::string::npos)
+            else if (key.rfind("hosts-", 0) != 0 && key.rfind("growth-", 0) != 0 && key.rfind("pgbouncer-", 0) != 0 &&
+                     key.find("pgbench-write") == std::string::npos)
                 peers.push_back(&series);
         }
         if (ours.empty() || peers.empty()) return;

@@ -147,6 +147,8 @@ TEST(Config, EnvironmentOverridesTheFile) {
                                           {"OUTBOX_POLL_INTERVAL", "100ms"},
                                           {"OUTBOX_DATABASE_URL", "postgresql://env@db/app"},
                                           {"OUTBOX_DB_POOL_SIZE", "9"},
+                                          {"OUTBOX_DATABASE_POOL_MODE", "transaction"},
+                                          {"OUTBOX_DATABASE_SESSION_URL", "postgresql://env@db-direct/app"},
                                           {"OUTBOX_ENABLED", "false"},
                                           {"OUTBOX_LEASE_DURATION", "30s"},
                                           {"OUTBOX_MAX_ATTEMPTS", "2"},
@@ -169,6 +171,8 @@ TEST(Config, EnvironmentOverridesTheFile) {
     EXPECT_EQ(c.outbox.poll_interval, 100ms);
     EXPECT_EQ(c.database.url, "postgresql://env@db/app");
     EXPECT_EQ(c.database.pool_size, 9);
+    EXPECT_EQ(c.database.pool_mode, "transaction");
+    EXPECT_EQ(c.database.session_url, "postgresql://env@db-direct/app");
     EXPECT_FALSE(c.outbox.enabled);
     EXPECT_EQ(c.outbox.lease_duration, 30s);
     EXPECT_EQ(c.outbox.max_attempts, 2);
@@ -289,6 +293,10 @@ TEST(Config, OutOfRangeAndMalformedValuesNameTheKeySourceValueAndWhatIsAllowed) 
          R"(log.level = "verbose" (from OUTBOX_LOG_LEVEL))",
          "expected one of trace, debug, info, warn, error"},
         {"log:\n  format: xml\n", {}, R"(log.format = "xml" (from outboxd.yaml:2))", "expected one of text, json"},
+        {"",
+         {{"OUTBOX_DATABASE_POOL_MODE", "statement"}},
+         R"(database.pool_mode = "statement" (from OUTBOX_DATABASE_POOL_MODE))",
+         "expected one of session, transaction"},
         {"handlers:\n  h:\n    timeout: 0ms\n",
          {},
          R"(handlers.h.timeout = "0ms" (from outboxd.yaml:3))",

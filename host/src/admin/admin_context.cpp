@@ -14,9 +14,15 @@ constexpr int kConnectTimeoutSeconds = 2;
 // (unbounded) connect time, and no admin statement (the fleet read included) may run
 // longer than the statement timeout: both are set for the whole session at connect time.
 // A URL's own connect_timeout, or its own statement_timeout in `options`, wins.
+// Behind a transaction-mode pooler there is no session to set it for (and PgBouncer 1.18
+// refuses the `options` startup parameter): the long admin reads and actions set their own
+// SET LOCAL statement_timeout; the rest run under the server's default.
 std::string admin_connection_url(const std::string& url, std::chrono::milliseconds statement_timeout) {
-    return db::conninfo_with(url, {{"connect_timeout", std::to_string(kConnectTimeoutSeconds)}},
-                             {"statement_timeout=" + std::to_string(statement_timeout.count())});
+    std::vector<std::string> server_settings;
+    if (!db::connection_settings().transaction_pooled) {
+        server_settings.push_back("statement_timeout=" + std::to_string(statement_timeout.count()));
+    }
+    return db::conninfo_with(url, {{"connect_timeout", std::to_string(kConnectTimeoutSeconds)}}, server_settings);
 }
 
 }  // namespace

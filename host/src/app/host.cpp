@@ -101,16 +101,28 @@ db::ConnectionSettings connection_settings_of(const config::Config& config, cons
     settings.tcp_user_timeout = config.database.tcp_user_timeout;
     settings.call_timeout = config.database.call_timeout;
     settings.application_name = application_name;
+    settings.transaction_pooled = config.database.pool_mode == "transaction";
     return settings;
 }
 
-std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop) {
+std::string migration_url(const config::Config& config) {
+    if (!config.database.session_url.empty()) return config.database.session_url;
+    if (config.database.pool_mode == "transaction") {
+        throw StartError(2, "config error: database.pool_mode is transaction, and migrations need a session of their own "
+                            "(a session lock, a session search_path): set database.session_url / "
+                            "OUTBOX_DATABASE_SESSION_URL to a direct connection");
+    }
+    return config.database.url;
+}
+
+std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop,
+                                                      const std::optional<std::string>& url) {
     const auto deadline = std::chrono::steady_clock::now() + config.database.startup_timeout;
     db::ReconnectBackoff backoff;
     bool said = false;
     while (true) {
         try {
-            auto conn = db::open_connection(config.database.url);
+            auto conn = db::open_connection(url.value_or(config.database.url));
             if (said) log::info("the database is reachable; starting");
             return conn;
         } catch (const std::invalid_argument& e) {
@@ -159,7 +171,8 @@ bool Host::start(std::stop_token stop) {
     }
 
     {
-        auto conn = connect_at_start_up(config_, stop);
+        auto conn = connect_at_start_up(config_, stop,
+                                        options_.migrate_first ? std::optional(migration_url(config_)) : std::nullopt);
         if (!conn) return false;
         schema_accepted_ = check_schema(*conn, options_.migrate_first, config_.database.startup_timeout);
     }

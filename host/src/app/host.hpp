@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -44,7 +45,13 @@ db::ConnectionSettings connection_settings_of(const config::Config& config, cons
 /// Opens a connection, retrying with backoff for database.startup_timeout while the server
 /// cannot be reached (one log line says the host is waiting). Returns nullptr when `stop`
 /// was requested meanwhile; throws StartError(1) when the time is up.
-std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop);
+std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop,
+                                                      const std::optional<std::string>& url = std::nullopt);
+
+/// The connection migrations run on: they hold a session advisory lock and set the
+/// session's search_path, so behind a transaction-mode pooler they need
+/// database.session_url (a direct connection). Throws StartError(2) when it is missing then.
+std::string migration_url(const config::Config& config);
 
 /// The composition root: everything `outboxd run` runs, built and stopped in one order.
 /// The test harness builds its hosts with it too, so tests exercise production wiring.

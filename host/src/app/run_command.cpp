@@ -115,7 +115,7 @@ int run_command(const config::Config& config, bool migrate_first) {
 int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline) {
     try {
         std::stop_source never;
-        auto conn = connect_at_start_up(config, never.get_token());
+        auto conn = connect_at_start_up(config, never.get_token(), migration_url(config));
         const auto applied = db::Migrator().migrate(*conn, roles, db::MigrateOptions{.allow_offline = offline, .lock_wait = config.database.startup_timeout});
         if (applied.empty()) std::cout << "schema is up to date\n";
         for (const auto& m : applied) {

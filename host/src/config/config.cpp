@@ -213,6 +213,15 @@ const std::array kSettings{
     Setting{"database.startup_timeout", "OUTBOX_DATABASE_STARTUP_TIMEOUT",
             [](Config& c, const Value& v) { c.database.startup_timeout = to_duration(v, 0ms, 24h); }, "60s",
             "how long `run` and `migrate` wait for an unreachable database (`0`: fail at once)"},
+    Setting{"database.session_url", "OUTBOX_DATABASE_SESSION_URL",
+            [](Config& c, const Value& v) { c.database.session_url = v.raw.text; }, "(none)",
+            "a direct connection (not through a transaction-mode pooler) for `LISTEN` and `migrate`; "
+            "without it, hosts behind such a pooler poll",
+            "a libpq connection string or URL"},
+    Setting{"database.pool_mode", "OUTBOX_DATABASE_POOL_MODE",
+            [](Config& c, const Value& v) { c.database.pool_mode = to_choice(v, {"session", "transaction"}); }, "session",
+            "`transaction`: `database.url` is a pooler in transaction mode (PgBouncer `pool_mode = transaction`); "
+            "no connection on it keeps session state (no prepared statements, `SET`, session locks, `LISTEN`)"},
     Setting{"outbox.enabled", "OUTBOX_ENABLED", [](Config& c, const Value& v) { c.outbox.enabled = to_bool(v); },
             "true", "false: this host claims nothing; publishing is unaffected"},
     Setting{"outbox.poll_interval", "OUTBOX_POLL_INTERVAL",

@@ -48,6 +48,12 @@ struct Config {
         milliseconds tcp_user_timeout{std::chrono::seconds{20}};
         milliseconds call_timeout{std::chrono::seconds{10}};  // host-kept bound of one database call
         milliseconds startup_timeout{std::chrono::seconds{60}};  // 0: fail at once
+        /// A direct (unpooled) connection for what needs a session: LISTEN and migrations.
+        std::string session_url;  // empty: none
+        /// "session": `url` keeps one server session per connection (direct, or a pooler in
+        /// session mode). "transaction": `url` is a pooler in transaction mode, so no
+        /// connection on it carries session state.
+        std::string pool_mode = "session";
         bool operator==(const Database&) const = default;
     } database;
     struct Outbox {

@@ -22,6 +22,11 @@ struct ConnectionSettings {
     /// The longest one database call may take before the host shuts its socket down.
     std::chrono::milliseconds call_timeout{std::chrono::seconds{10}};
     std::string application_name = "outboxd";
+    /// database.pool_mode = transaction: a connection is a client of a pooler in transaction
+    /// mode, whose server session may change at every transaction. Nothing then relies on
+    /// session state: no named prepared statements, no session SET or `options`, no session
+    /// advisory lock, no LISTEN.
+    bool transaction_pooled = false;
 };
 
 /// Sets the settings every later open_connection() applies. Called once at start-up,

@@ -54,6 +54,9 @@ void ConnectionPool::Handle::forfeit() noexcept {
 }
 
 std::optional<std::string> ConnectionPool::Handle::prepared(std::string_view sql) {
+    // Behind a transaction-mode pooler the next transaction may run on a server connection
+    // that never saw the definition: every statement goes unnamed.
+    if (connection_settings().transaction_pooled) return std::nullopt;
     const std::string text(sql);
     if (const auto found = conn_->statements.find(text); found != conn_->statements.end()) return found->second;
     if (conn_->statements.size() >= kMaxPreparedStatements) return std::nullopt;

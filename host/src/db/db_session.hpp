@@ -37,6 +37,11 @@ inline bool sleep_for(std::chrono::milliseconds delay, std::stop_token stop) {
 inline constexpr const char* kSessionSettings =
     "SET synchronous_commit = off; SET enable_seqscan = off; SET enable_bitmapscan = off";
 
+/// `<verb> statement_timeout = ...`: ¾ of database.call_timeout.
+inline std::string statement_timeout_sql(const ConnectionSettings& settings, const std::string& verb) {
+    return verb + " statement_timeout = " + std::to_string(settings.call_timeout.count() * 3 / 4);
+}
+
 /// A background component's own connection: opened on demand, dropped when broken, and
 /// re-opened with backoff. It carries only lease bookkeeping (claims, outcomes, heartbeats,
 /// rescues, the fleet registry), so it commits asynchronously: a PostgreSQL crash can lose
@@ -62,11 +67,16 @@ public:
             if (!conn_ || !conn_->is_open()) {
                 connected_at_ = std::chrono::steady_clock::now();
                 conn_ = open_connection(url_);
-                CallGuard guard(*conn_);
-                // The server gives up on a statement before the host's own guard fires, so a
-                // slow statement is reported as a timeout and keeps its connection.
-                pqxx::nontransaction(*conn_).exec(std::string(kSessionSettings) + "; SET statement_timeout = " +
-                                                  std::to_string(settings.call_timeout.count() * 3 / 4));
+                // Behind a transaction-mode pooler a session SET would stick to whichever
+                // server connection ran it: the lease statements set them per transaction
+                // instead (exec_statement).
+                if (!settings.transaction_pooled) {
+                    CallGuard guard(*conn_);
+                    // The server gives up on a statement before the host's own guard fires, so
+                    // a slow statement is reported as a timeout and keeps its connection.
+                    pqxx::nontransaction(*conn_).exec(std::string(kSessionSettings) + "; " +
+                                                      statement_timeout_sql(settings, "SET"));
+                }
             }
             {
                 CallGuard guard(*conn_, std::chrono::steady_clock::now() + bound.value_or(settings.call_timeout));

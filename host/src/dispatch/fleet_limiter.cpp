@@ -12,14 +12,13 @@
 #include "db/db_error.hpp"
 #include "db/pg_array.hpp"
 #include "db/db_session.hpp"
+#include "dispatch/wakeup_listener.hpp"
 #include "log/log.hpp"
 
 namespace outbox::dispatch {
 namespace {
 
 constexpr const char* kSlotFreeChannel = "outbox_handler_slot_free";
-
-constexpr const char* kSetApplicationNameSql = "SET application_name = 'outboxd fleet limiter'";
 
 // One free or expired slot, or no row (migration V6).
 constexpr const char* kTakeSlotSql =
@@ -69,10 +68,9 @@ bool wait_or_give_up(std::chrono::microseconds delay, const std::function<bool()
 }
 
 std::unique_ptr<pqxx::connection> open_limiter_connection(const std::string& url) {
-    auto conn = db::open_connection(url);
-    db::CallGuard guard(*conn);
-    pqxx::nontransaction(*conn).exec(kSetApplicationNameSql);
-    return conn;
+    // Named at connect time, not by a session SET a transaction-mode pooler would leave on
+    // its server connection (a name in the URL itself still wins).
+    return db::open_connection(db::conninfo_with(url, {{"application_name", "outboxd fleet limiter"}}));
 }
 
 struct SlotBatch {
@@ -302,15 +300,17 @@ void FleetLimiter::renew_loop(std::stop_token stop) {
             held_.erase(it);
         }
     };
+    const std::optional<std::string> listen = listen_url(url_, options_.session_url);
     while (!stop.stop_requested()) {
         try {
             const auto opened = std::chrono::steady_clock::now();
-            auto conn = open_limiter_connection(url_);
+            auto conn = open_limiter_connection(listen.value_or(url_));
             // Bounds LISTEN, each renewal, and the receiver's UNLISTEN when it is destroyed
             // (declared before it, so destroyed after it): a silent server holds nothing.
             std::optional<db::CallGuard> guard;
             guard.emplace(*conn);
-            Receiver receiver(*conn, *this);
+            std::optional<Receiver> receiver;
+            if (listen) receiver.emplace(*conn, *this);
             conn->get_notifs();  // sends LISTEN
             guard.reset();
             // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.

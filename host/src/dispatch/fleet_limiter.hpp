@@ -43,6 +43,9 @@ public:
         /// slot_ttl - renew_interval keeps every slot; a dead host's slots free after it.
         std::chrono::milliseconds slot_ttl{10000};
         std::chrono::milliseconds fallback_poll{1000};
+        /// database.session_url: the renewer LISTENs for freed slots there when set (see
+        /// listen_url()); without a LISTEN, waiters find freed slots every fallback_poll.
+        std::string session_url = {};
     };
 
     /// Holds a concurrency slot (if the handler has a limit) until destroyed.

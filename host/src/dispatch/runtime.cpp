@@ -25,6 +25,7 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
     static_cast<config::Config::Outbox&>(o) = config.outbox;
     o.host_id = host_id;
     o.database_url = config.database.url;
+    o.session_url = config.database.session_url;
     o.pool_size = config.database.pool_size;
     return o;
 }
@@ -37,7 +38,8 @@ Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handl
       handlers_(std::move(handlers)), metrics_(metrics), on_exhausted_(std::move(on_exhausted)),
       loop_observer_(loop_observer),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
-      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_, FleetLimiter::Options{.holder = options_.host_id}) {}
+      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_,
+               FleetLimiter::Options{.holder = options_.host_id, .session_url = options_.session_url}) {}
 
 Runtime::~Runtime() {
     if (stop()) return;
@@ -63,7 +65,7 @@ void Runtime::start() {
         Rescuer(options_.database_url, outage_, metrics_, options_.max_attempts, options_.rescue_interval()).run(stop);
     });
     listener_ = std::jthread([this](std::stop_token stop) {
-        WakeupListener(options_.database_url, outage_, wakeup_, handlers_, paused_).run(stop);
+        WakeupListener(listen_url(options_.database_url, options_.session_url), outage_, wakeup_, handlers_, paused_).run(stop);
     });
     for (int i = 0; i < options_.concurrency; ++i) spawn_worker(WorkQueue::Lane::Normal);
     // One worker more than outbox.concurrency: it runs suspects only, one at a time.

@@ -12,6 +12,7 @@ namespace outbox::dispatch {
 /// in config::Config (so a new setting is declared once), plus the database and identity.
 struct RuntimeOptions : config::Config::Outbox {
     std::string database_url;
+    std::string session_url;  // database.session_url: LISTEN goes there when set
     int pool_size = 4;
 
     static RuntimeOptions from(const config::Config& config, const std::string& host_id);

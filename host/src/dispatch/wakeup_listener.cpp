@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "db/connect.hpp"
+#include "log/log.hpp"
 
 #include <pqxx/notification>
 
@@ -41,11 +42,24 @@ private:
 };
 }  // namespace
 
+std::optional<std::string> listen_url(const std::string& url, const std::string& session_url) {
+    if (!session_url.empty()) return session_url;
+    if (db::connection_settings().transaction_pooled) return std::nullopt;
+    return url;
+}
+
 void WakeupListener::run(std::stop_token stop) {
+    if (!url_) {
+        // A LISTEN through a transaction-mode pooler would hold a server connection's
+        // session (and hear nothing once the pooler moves this client to another one).
+        log::warn("database.pool_mode is transaction and database.session_url is not set: this host does not "
+                  "LISTEN and finds new events by polling every outbox.poll_interval");
+        return;
+    }
     db::ReconnectBackoff backoff;
     while (!stop.stop_requested()) {
         try {
-            auto conn = db::open_connection(url_);
+            auto conn = db::open_connection(*url_);
             // Bounds the receiver's LISTEN, and its UNLISTEN when it is destroyed (declared
             // before it, so destroyed after it): a silent server must not hold a stop.
             std::optional<db::CallGuard> guard;

@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "db/pg_array.hpp"
+#include "db/statement.hpp"
 
 namespace outbox::lease {
 namespace {
@@ -165,17 +166,12 @@ WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.
 )SQL";
 
 void prepare_once(pqxx::connection& conn) {
-    // Statement definitions live on the connection object; re-declaring is an error.
-    try {
-        conn.prepare("outbox_claim", kClaimSql);
-        conn.prepare("outbox_claim_suspect", kClaimSuspectSql);
-        conn.prepare("outbox_finish", kFinishSql);
-        conn.prepare("outbox_extend", kExtendSql);
-        conn.prepare("outbox_release", kReleaseSql);
-        conn.prepare("outbox_rescue", kRescueSql);
-    } catch (const pqxx::usage_error&) {
-        // already prepared on this connection
-    }
+    db::prepare_statement(conn, "outbox_claim", kClaimSql);
+    db::prepare_statement(conn, "outbox_claim_suspect", kClaimSuspectSql);
+    db::prepare_statement(conn, "outbox_finish", kFinishSql);
+    db::prepare_statement(conn, "outbox_extend", kExtendSql);
+    db::prepare_statement(conn, "outbox_release", kReleaseSql);
+    db::prepare_statement(conn, "outbox_rescue", kRescueSql);
 }
 
 std::vector<std::string> split_names(const pqxx::field& field) {
@@ -203,10 +199,10 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
                                             ClaimKind kind) {
     std::vector<ClaimedEvent> claimed;
     if (event_types.empty() || limit <= 0) return claimed;
-    pqxx::nontransaction tx(conn_);
+    const bool suspect = kind == ClaimKind::Suspect;
     const pqxx::result rows =
-        tx.exec_prepared(kind == ClaimKind::Suspect ? "outbox_claim_suspect" : "outbox_claim", db::pg_array(event_types),
-                         kind == ClaimKind::Suspect ? 1 : limit, owner, static_cast<long long>(lease.count()));
+        db::exec_statement(conn_, suspect ? "outbox_claim_suspect" : "outbox_claim", suspect ? kClaimSuspectSql : kClaimSql,
+                           db::pg_array(event_types), suspect ? 1 : limit, owner, static_cast<long long>(lease.count()));
     claimed.reserve(rows.size());
     for (const auto& row : rows) {
         ClaimedEvent item;
@@ -245,10 +241,9 @@ std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch) {
             consumed_names.push_back(handler);
         }
     }
-    pqxx::nontransaction tx(conn_);
     const pqxx::result rows =
-        tx.exec_prepared("outbox_finish", db::pg_array(ids), db::pg_array(tokens), db::pg_array(statuses),
-                         db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names));
+        db::exec_statement(conn_, "outbox_finish", kFinishSql, db::pg_array(ids), db::pg_array(tokens), db::pg_array(statuses),
+                           db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names));
     std::vector<std::string> applied;
     applied.reserve(rows.size());
     for (const auto& row : rows) applied.emplace_back(row[0].c_str());
@@ -261,9 +256,9 @@ std::vector<std::string> LeaseStore::extend(const std::vector<LeaseRef>& leases,
         ids.push_back(ref.event_id);
         tokens.push_back(ref.lease_token);
     }
-    pqxx::nontransaction tx(conn_);
     const pqxx::result rows =
-        tx.exec_prepared("outbox_extend", db::pg_array(ids), db::pg_array(tokens), static_cast<long long>(lease.count()));
+        db::exec_statement(conn_, "outbox_extend", kExtendSql, db::pg_array(ids), db::pg_array(tokens),
+                           static_cast<long long>(lease.count()));
     std::vector<std::string> kept;
     for (const auto& row : rows) kept.emplace_back(row[0].c_str());
     return kept;
@@ -276,14 +271,12 @@ int LeaseStore::release(const std::vector<LeaseRef>& leases) {
         ids.push_back(ref.event_id);
         tokens.push_back(ref.lease_token);
     }
-    pqxx::nontransaction tx(conn_);
-    const pqxx::result rows = tx.exec_prepared("outbox_release", db::pg_array(ids), db::pg_array(tokens));
+    const pqxx::result rows = db::exec_statement(conn_, "outbox_release", kReleaseSql, db::pg_array(ids), db::pg_array(tokens));
     return static_cast<int>(rows.affected_rows());
 }
 
 int LeaseStore::rescue_expired(int max_attempts, int limit) {
-    pqxx::nontransaction tx(conn_);
-    const pqxx::result rows = tx.exec_prepared("outbox_rescue", max_attempts, limit);
+    const pqxx::result rows = db::exec_statement(conn_, "outbox_rescue", kRescueSql, max_attempts, limit);
     return static_cast<int>(rows.affected_rows());
 }
 

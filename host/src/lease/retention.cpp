@@ -39,39 +39,31 @@ constexpr auto kPassBound = std::chrono::milliseconds{kPassBudget + std::chrono:
 
 std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_token stop,
                                              std::optional<std::string> now) const {
-    {
-        pqxx::nontransaction tx(conn);
-        if (!tx.exec_params1("SELECT pg_try_advisory_lock($1)", kLockKey)[0].as<bool>()) return std::nullopt;
-    }
+    // The lock is transaction-scoped, taken by every batch: it ends with the batch's own
+    // transaction, so no server session (a pooler's, say) is left holding it.
     long long deleted = 0;
+    bool first = true;
     const auto started = std::chrono::steady_clock::now();
-    try {
-        for (const std::string* sql : {&kDeleteCompletedSql, &kDeleteDiscardedSql}) {
-            for (;;) {
-                pqxx::work tx(conn);
-                tx.exec("SET LOCAL statement_timeout = '30s'");
-                const auto n =
-                    tx.exec_params0(*sql, static_cast<long long>(retention_.count()), now, batch_).affected_rows();
-                tx.commit();
-                deleted += static_cast<long long>(n);
-                if (n < static_cast<std::size_t>(batch_) || stop.stop_requested() ||
-                    std::chrono::steady_clock::now() - started > kPassBudget) {
-                    break;
-                }
+    for (const std::string* sql : {&kDeleteCompletedSql, &kDeleteDiscardedSql}) {
+        for (;;) {
+            pqxx::work tx(conn);
+            if (!tx.exec_params1("SELECT pg_try_advisory_xact_lock($1)", kLockKey)[0].as<bool>()) {
+                // Another host is deleting: it carries on with the pass.
+                if (first) return std::nullopt;
+                return deleted;
             }
-            if (stop.stop_requested() || std::chrono::steady_clock::now() - started > kPassBudget) break;
+            first = false;
+            tx.exec("SET LOCAL statement_timeout = '30s'");
+            const auto n = tx.exec_params0(*sql, static_cast<long long>(retention_.count()), now, batch_).affected_rows();
+            tx.commit();
+            deleted += static_cast<long long>(n);
+            if (n < static_cast<std::size_t>(batch_) || stop.stop_requested() ||
+                std::chrono::steady_clock::now() - started > kPassBudget) {
+                break;
+            }
         }
-    } catch (...) {
-        try {
-            pqxx::nontransaction tx(conn);
-            tx.exec_params("SELECT pg_advisory_unlock($1)", kLockKey);
-        } catch (...) {
-            // A broken connection released the lock with its session.
-        }
-        throw;
+        if (stop.stop_requested() || std::chrono::steady_clock::now() - started > kPassBudget) break;
     }
-    pqxx::nontransaction tx(conn);
-    tx.exec_params("SELECT pg_advisory_unlock($1)", kLockKey);
     return deleted;
 }
 

@@ -14,8 +14,9 @@ namespace outbox::lease {
 /// Deletes COMPLETED and DISCARDED events (and, by ON DELETE CASCADE, their consumption rows) whose
 /// completed_at is older than outbox.retention. Nothing else is ever deleted: not
 /// REVIEW_REQUIRED, not anything unfinished, not the manual-retry or audit history.
-/// One host at a time: a pass runs only while it holds a session advisory lock on its
-/// own connection; the others skip the pass. Each batch is one short transaction.
+/// One host at a time: each batch is one short transaction holding a transaction-scoped
+/// advisory lock (nothing outlives it on a pooled server connection); a host that finds
+/// the lock taken skips its pass.
 class Retention {
 public:
     static constexpr long long kLockKey = 0x6f7574626f78'7265;  // "outbox" "re"
@@ -25,8 +26,7 @@ public:
 
     /// One pass on `conn`: deletes in batches until none is left (or `stop`). Returns the
     /// number of rows deleted, or nullopt when another host holds the retention lock.
-    /// `now` overrides the database clock (tests). Throws on database failure (the lock
-    /// dies with a broken connection, or is released here otherwise).
+    /// `now` overrides the database clock (tests). Throws on database failure.
     std::optional<long long> run_once(pqxx::connection& conn, std::stop_token stop = {},
                                       std::optional<std::string> now = std::nullopt) const;
 
