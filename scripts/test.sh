@@ -4,6 +4,8 @@
 #   scripts/test.sh -L unit        scripts/test.sh -R integration -V
 # The `hostile` label (tests/hostile, about 10 s) attacks a real `outboxd run` child's admin
 # listener: scripts/test.sh -L hostile.
+# The `failover` label (tests/failover) kills a primary under three hosts and promotes its
+# standby: scripts/test.sh -L failover.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
@@ -31,10 +33,12 @@ export OUTBOX_TEST_DATABASE_URL
 echo "test.sh: PostgreSQL at $OUTBOX_TEST_DATABASE_URL" >&2
 
 status=0
-ctest --test-dir "$build_dir" --output-on-failure "$@" || status=$?
 if (($#)); then
+  ctest --test-dir "$build_dir" --output-on-failure "$@" || status=$?
   exit "$status"
 fi
+# The failover test runs as a stage of its own below.
+ctest --test-dir "$build_dir" --output-on-failure -LE failover || status=$?
 "$root/scripts/pg.sh" stop "$pg_dir" || true
 
 failed=()
@@ -53,6 +57,9 @@ as_root=()
 # (about 40 s; building the previous release the first time adds 5 to 15 minutes on 2 cores,
 # later runs reuse it from the build directory).
 stage 1800 "$root/scripts/upgrade-test.sh" "$build_dir"
+# Failover to a promoted standby (label failover: a primary, a synchronous standby and three
+# hosts of its own on loopback; about N s).
+stage 420 ctest --test-dir "$build_dir" --output-on-failure -L failover
 # The benchmark's smoke run keeps it from rotting (its figures mean nothing). Without node,
 # npm or the npm registry it still runs outboxd, the latency probe and pgbench, and says so.
 bench_args=(--quick --build-dir "$build_dir")
