@@ -16,8 +16,11 @@
 # plus pg_stat_statements through shared_preload_libraries):
 #   publish       N events, each published by outbox_publish() in its own transaction
 #                 (pgbench, 2 clients, as fast as they go), no host running
-#   noop, write   the same publishing at R events/s while one `outboxd run` with default
-#                 settings handles them (BenchNoop, BenchWrite), until every event is COMPLETED
+#   *-flow        the same publishing at R events/s while one `outboxd run` with default
+#                 settings handles them (BenchNoop, BenchWrite), until every event is
+#                 COMPLETED: events arrive one by one, so claims are small
+#   *-backlog     N events published first (not measured), then one host with default
+#                 settings started that drains them: claims are full batches (batch_size 20)
 # Per run and per event: PostgreSQL CPU time (utime + stime of the postmaster and all its
 # processes, from /proc, backends that exited included), WAL bytes (pg_current_wal_lsn()
 # before and after), statements (pg_stat_statements calls, top level; every statement
@@ -115,43 +118,62 @@ proc_cpu() {  # seconds of utime + stime of one live process
   awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.3f", ($12 + $13) / hz }' "/proc/$1/stat"
 }
 
-# run KIND TYPE: a fresh database; publishes N events of TYPE (KIND publish: flat out, no
-# host; otherwise at --rate with one host of plugin KIND running) and waits until every
-# event is COMPLETED. Records one line of per-run totals.
+start_host() {  # LABEL PLUGIN DB: one `outboxd run` with default settings, as the host role
+  env OUTBOX_DATABASE_URL="$host_base/$3" OUTBOX_PLUGIN_DIR="$plugins/$2" OUTBOX_ADMIN_LISTEN=off \
+    OUTBOX_HOST_ID="scaling-$1" "$outboxd" run >"$results_dir/logs/$1-host.log" 2>&1 &
+  host_pid=$!
+}
+await_host() {  # LABEL
+  for _ in $(seq 1 300); do
+    grep -q " started as " "$results_dir/logs/$1-host.log" 2>/dev/null && break
+    kill -0 "$host_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q " started as " "$results_dir/logs/$1-host.log" ||
+    { echo "scaling.sh: outboxd did not start; its log:" >&2; cat "$results_dir/logs/$1-host.log" >&2; exit 1; }
+}
+
+# run LABEL MODE PLUGIN TYPE: a fresh database, N events of TYPE; records one line of totals
+# over the measured part. MODE publish: publishing flat out, no host. flow: one host (plugin
+# PLUGIN) running while the events are published at --rate, until every event is COMPLETED.
+# backlog: the events published first (not measured), then one host started that drains
+# them: claims are full batches.
 run() {
-  local kind=$1 type=$2 db=scaling_$1 wal0 wal1 commits0 commits1 pg0 pg1 host_cpu=0 conns=0 start end rate_args=() out
+  local kind=$1 mode=$2 plugin=$3 type=$4 db=scaling_${1//-/_} wal0 wal1 commits0 commits1 host_cpu=0 conns=0 start end
+  local rate_args=() out
   sql postgres "DROP DATABASE IF EXISTS $db" >/dev/null
   sql postgres "CREATE DATABASE $db TEMPLATE scaling_template STRATEGY FILE_COPY"
-  sql "$db" "CHECKPOINT"
   printf "SELECT outbox_publish('bench', '%s', jsonb_build_object('n', :client_id));\n" "$type" >"$work/publish.sql"
-  if [[ "$kind" != publish ]]; then
-    env OUTBOX_DATABASE_URL="$host_base/$db" OUTBOX_PLUGIN_DIR="$plugins/$kind" OUTBOX_ADMIN_LISTEN=off \
-      OUTBOX_HOST_ID="scaling-$kind" "$outboxd" run >"$results_dir/logs/$kind-host.log" 2>&1 &
-    host_pid=$!
-    for _ in $(seq 1 300); do
-      grep -q " started as " "$results_dir/logs/$kind-host.log" 2>/dev/null && break
-      kill -0 "$host_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    grep -q " started as " "$results_dir/logs/$kind-host.log" ||
-      { echo "scaling.sh: outboxd did not start; its log:" >&2; cat "$results_dir/logs/$kind-host.log" >&2; exit 1; }
+  if [[ "$mode" == backlog ]]; then
+    pgbench -n -c 2 -j 2 -t "$((n / 2))" -f "$work/publish.sql" "$base/$db" >"$results_dir/logs/$kind-pgbench.log" 2>&1 ||
+      { cat "$results_dir/logs/$kind-pgbench.log" >&2; exit 1; }
+  fi
+  sql "$db" "CHECKPOINT"
+  if [[ "$mode" == flow ]]; then
+    start_host "$kind" "$plugin" "$db"
+    await_host "$kind"
     rate_args=(-R "$rate")
   fi
   sql "$db" "SELECT pg_stat_statements_reset()" >/dev/null
   wal0=$(wal_lsn "$db")
   commits0=$(commits "$db")
-  [[ -n "$host_pid" ]] && host_cpu=$(proc_cpu "$host_pid")
+  [[ "$mode" == flow ]] && host_cpu=$(proc_cpu "$host_pid")
   start=$(date +%s.%N)
+  # Started here, it is measured from its first statement.
+  [[ "$mode" == backlog ]] && start_host "$kind" "$plugin" "$db"
   # The cluster's CPU around publishing and draining (outbox_bench cpu measures the command).
   out=$("$tool" cpu --postmaster "$postmaster" -- bash -c '
-      pgbench -n -c 2 -j 2 -t "$1" "${@:4}" -f "$2" "$3" >"$5" 2>&1 || { cat "$5" >&2; exit 1; }
+      if [[ "$5" != backlog ]]; then
+        pgbench -n -c 2 -j 2 -t "$1" "${@:6}" -f "$2" "$3" >"$4" 2>&1 || { cat "$4" >&2; exit 1; }
+      fi
+      [[ "$5" != publish ]] || exit 0
       for _ in $(seq 1 1800); do
         left=$(psql -X -At -d "$3" -c "SELECT count(*) FROM event_publication WHERE status <> '"'COMPLETED'"'")
         [[ "$left" == 0 ]] && exit 0
         sleep 1
       done
       echo "scaling.sh: events left after 30 minutes" >&2; exit 1
-    ' drain "$((n / 2))" "$work/publish.sql" "$base/$db" "${rate_args[@]}" "$results_dir/logs/$kind-pgbench.log")
+    ' drain "$((n / 2))" "$work/publish.sql" "$base/$db" "$results_dir/logs/$kind-pgbench.log" "$mode" "${rate_args[@]}")
   end=$(date +%s.%N)
   wal1=$(wal_lsn "$db")
   commits1=$(commits "$db")
@@ -167,7 +189,7 @@ run() {
   wal=$(sql "$db" "SELECT pg_wal_lsn_diff('$wal1', '$wal0')::bigint")
   stmts_host=$(statements_of "$db" outboxd_bench)
   stmts_app=$(statements_of "$db" postgres)
-  events=$(sql "$db" "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED' OR '$kind' = 'publish'")
+  events=$(sql "$db" "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED' OR '$mode' = 'publish'")
   ((events == n)) || { echo "scaling.sh: $kind: $events events instead of $n" >&2; exit 1; }
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$n" "$cpu_pg" "$wal" "$stmts_host" "$stmts_app" \
     "$((commits1 - commits0))" "$host_cpu" "$conns" "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')" \
@@ -175,25 +197,34 @@ run() {
   log "$kind: $(tail -n 1 "$results")"
 }
 
-run publish BenchNoop
-run noop BenchNoop
-run write BenchWrite
+run publish publish noop BenchNoop
+run noop-flow flow noop BenchNoop
+run write-flow flow write BenchWrite
+run noop-backlog backlog noop BenchNoop
+run write-backlog backlog write BenchWrite
 
 {
   echo "Scaling model: N = $n events per run, PostgreSQL $pg_version (defaults, fsync on), $(nproc) cores,"
   echo "one outboxd host with default settings, publishing at $rate events/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
-  awk -F'\t' '
+  awk -F'\t' -v rate="$rate" '
+    function label(k) {
+      if (k == "publish") return "publish only (no host)"
+      if (k ~ /-flow$/) return (k ~ /^noop/ ? "no-op" : "one row") ", published at " rate "/s: both"
+      return (k ~ /^noop/ ? "no-op" : "one row") ", backlog: processing"
+    }
     { kind[NR] = $1; n = $2; cpu[NR] = $3; wal[NR] = $4; sh[NR] = $5; sa[NR] = $6; tx[NR] = $7; hc[NR] = $8; cn[NR] = $9; secs[NR] = $10 }
     END {
-      printf "%-34s %12s %10s %12s %12s %10s %12s %6s %8s\n", "run (per event)", "pg CPU us", "WAL bytes", "host stmts", "app stmts", "commits", "host CPU us", "conns", "seconds"
+      printf "%-38s %10s %10s %11s %10s %8s %12s %6s %8s\n", "per event", "pg CPU us", "WAL bytes", "host stmts", "app stmts", "commits", "host CPU us", "conns", "seconds"
       for (i = 1; i <= NR; i++) {
-        printf "%-34s %12.0f %10.0f %12.2f %12.2f %10.2f %12.0f %6d %8.1f\n", kind[i] == "publish" ? "publish only (no host)" : kind[i] " handler: publish + process",
+        printf "%-38s %10.0f %10.0f %11.2f %10.2f %8.2f %12.0f %6d %8.1f\n", label(kind[i]),
           cpu[i] / n * 1e6, wal[i] / n, sh[i] / n, sa[i] / n, tx[i] / n, hc[i] / n * 1e6, cn[i], secs[i]
       }
+      # A flow run minus the publish-only run: what processing alone cost at that rate.
       for (i = 2; i <= NR; i++) {
-        printf "%-34s %12.0f %10.0f %12.2f %12s %10.2f\n", kind[i] " handler: processing alone", (cpu[i] - cpu[1]) / n * 1e6,
-          (wal[i] - wal[1]) / n, sh[i] / n, "-", (tx[i] - tx[1]) / n
+        if (kind[i] !~ /-flow$/) continue
+        printf "%-38s %10.0f %10.0f %11.2f %10s %8.2f\n", (kind[i] ~ /^noop/ ? "no-op" : "one row") ", at " rate "/s: processing",
+          (cpu[i] - cpu[1]) / n * 1e6, (wal[i] - wal[1]) / n, sh[i] / n, "-", (tx[i] - tx[1]) / n
       }
     }' "$results"
 } | tee "$results_dir/report.txt"
