@@ -25,7 +25,8 @@
 # processes, from /proc, backends that exited included), WAL bytes (pg_current_wal_lsn()
 # before and after), statements (pg_stat_statements calls, top level; every statement
 # outboxd and pgbench send is one round trip: no pipelining), committed transactions
-# (pg_stat_database.xact_commit) and the host's own CPU; the connections the host held
+# (pg_stat_database.xact_commit, read after the host stopped, a few shutdown transactions
+# included) and the host's own CPU; the connections the host held
 # (pg_stat_activity). The application and the host connect as different roles, so their
 # statements are counted apart; the test's own progress polls (one a second) are not
 # counted as statements but are in the CPU and WAL figures (they write nothing).
@@ -176,7 +177,6 @@ run() {
     ' drain "$((n / 2))" "$work/publish.sql" "$base/$db" "$results_dir/logs/$kind-pgbench.log" "$mode" "${rate_args[@]}")
   end=$(date +%s.%N)
   wal1=$(wal_lsn "$db")
-  commits1=$(commits "$db")
   if [[ -n "$host_pid" ]]; then
     host_cpu=$(awk -v a="$host_cpu" -v b="$(proc_cpu "$host_pid")" 'BEGIN { printf "%.3f", b - a }')
     conns=$(sql "$db" "SELECT count(*) FROM pg_stat_activity WHERE usename = 'outboxd_bench'")
@@ -184,6 +184,9 @@ run() {
     wait "$host_pid" || log "outboxd exited with status $?"
     host_pid=
   fi
+  # Read once the host's sessions ended: a backend reports its transaction counts when it
+  # exits, or up to 10 s after it went idle.
+  commits1=$(commits "$db")
   local cpu_pg wal stmts_host stmts_app events
   cpu_pg=$(sed -n 's/.*cpu_pg_s=\([0-9.]*\).*/\1/p' <<<"$out")
   wal=$(sql "$db" "SELECT pg_wal_lsn_diff('$wal1', '$wal0')::bigint")
