@@ -9,6 +9,10 @@
 #   bench/run.sh [--quick] [--n N] [--runs R] [--latency-seconds S] [--growth] [--hosts]
 #                [--no-peers] [--only SECTIONS] [--build-dir DIR]
 #
+#   bench/run.sh --scaling [--n N] [--rate R] [--build-dir DIR]
+#                      instead: per-event PostgreSQL CPU, WAL bytes and statements for a no-op
+#                      and a one-row handler (bench/scaling.sh)
+#
 #   --quick            N = 2,000, one run, 3 s of latency, every drain bounded to 2 minutes:
 #                      checks that everything still works (scripts/test.sh runs it); its
 #                      figures mean nothing
@@ -38,6 +42,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The measured scaling model is a run of its own (bench/scaling.sh documents it).
+if [[ "${1:-}" == --scaling ]]; then shift; exec "$root/bench/scaling.sh" "$@"; fi
 build_dir=${OUTBOX_BENCH_BUILD_DIR:-$root/build-bench}
 
 n=100000

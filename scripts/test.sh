@@ -7,6 +7,8 @@
 # The `browser` label (tests/browser, about a minute, bounded at 5) drives the operator
 # console in headless Chromium against a real `outboxd run`; its screenshots are left in
 # <build>/browser-artifacts: scripts/test.sh -L browser.
+# The `failover` label (tests/failover) kills a primary under three hosts and promotes its
+# standby: scripts/test.sh -L failover.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the PgBouncer tier
 # (ctest -L pgbouncer, about 65 s, bounded to 7 minutes), the benchmark's smoke run
@@ -35,13 +37,13 @@ export OUTBOX_TEST_DATABASE_URL
 echo "test.sh: PostgreSQL at $OUTBOX_TEST_DATABASE_URL" >&2
 
 status=0
-# The pgbouncer tier runs as a stage of its own below (its clusters are its own).
-only_args=(-LE pgbouncer)
-(($#)) && only_args=()
-ctest --test-dir "$build_dir" --output-on-failure "${only_args[@]}" "$@" || status=$?
 if (($#)); then
+  ctest --test-dir "$build_dir" --output-on-failure "$@" || status=$?
   exit "$status"
 fi
+# The pgbouncer and failover tiers run as stages of their own below (their clusters are
+# their own).
+ctest --test-dir "$build_dir" --output-on-failure -LE 'pgbouncer|failover' || status=$?
 "$root/scripts/pg.sh" stop "$pg_dir" || true
 
 failed=()
@@ -63,6 +65,9 @@ stage 1800 "$root/scripts/upgrade-test.sh" "$build_dir"
 # Six hosts through PgBouncer in transaction mode, with kill -9s and a PgBouncer restart
 # (its own PostgreSQL cluster and PgBouncer on loopback; about 65 s).
 stage 420 ctest --test-dir "$build_dir" --output-on-failure -L pgbouncer
+# Failover to a promoted standby (label failover: a primary, a synchronous standby and three
+# hosts of its own on loopback; about N s).
+stage 420 ctest --test-dir "$build_dir" --output-on-failure -L failover
 # The benchmark's smoke run keeps it from rotting (its figures mean nothing). Without node,
 # npm or the npm registry it still runs outboxd, the latency probe and pgbench, and says so.
 bench_args=(--quick --build-dir "$build_dir")

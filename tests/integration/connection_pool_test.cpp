@@ -92,3 +92,41 @@ TEST(Connect, ServerSettingsJoinTheUrlsOwnOptionsAndTheUrlWins) {
 }
 
 }  // namespace outbox::test
+
+namespace outbox::test {
+namespace {
+
+// A failover pair in libpq's multi-host syntax: every connection the host opens (through
+// open_connection, and through conninfo_with as the admin API does) skips a server that is
+// gone and lands on the one that accepts writes.
+TEST(Connect, AMultiHostUrlReachesTheServerThatAnswersAndAsksForAWritableOne) {
+    TestDatabase db;
+    pqxx::connection probe{db.url()};
+    const std::string port = probe.port();
+    const std::string dbname = probe.dbname();
+    // A port nothing listens on: libpq gets "connection refused" there and moves on.
+    const std::string url =
+        "postgresql://" + std::string(probe.username()) + "@127.0.0.1:1,127.0.0.1:" + port + "/" + dbname;
+    const std::string conninfo = db::effective_conninfo(url, db::connection_settings());
+    EXPECT_NE(conninfo.find("target_session_attrs='read-write'"), std::string::npos) << conninfo;
+    EXPECT_NE(conninfo.find("host='127.0.0.1,127.0.0.1'"), std::string::npos) << conninfo;
+
+    auto conn = db::open_connection(url);
+    EXPECT_EQ(std::string(conn->port()), port);
+    pqxx::nontransaction tx{*conn};
+    EXPECT_EQ(tx.exec1("SHOW transaction_read_only")[0].as<std::string>(), "off");
+
+    auto admin = db::open_connection(db::conninfo_with(url, {{"connect_timeout", "2"}}, {"statement_timeout=4321"}));
+    pqxx::nontransaction admin_tx{*admin};
+    EXPECT_EQ(admin_tx.exec1("SHOW statement_timeout")[0].as<std::string>(), "4321ms");
+
+    EXPECT_NE(db::effective_conninfo(url + "?target_session_attrs=any", db::connection_settings())
+                  .find("target_session_attrs='any'"),
+              std::string::npos)
+        << "the URL's own choice wins";
+    EXPECT_EQ(db::effective_conninfo(db.url(), db::connection_settings()).find("target_session_attrs"), std::string::npos)
+        << "one host: libpq's default stays";
+}
+
+}  // namespace
+}  // namespace outbox::test

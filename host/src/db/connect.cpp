@@ -148,6 +148,13 @@ std::string conninfo_with(const std::string& url, const std::map<std::string, st
     PQconninfoFree(options);
 
     for (const auto& [key, value] : defaults) given.emplace(key, value);  // the URL's own value wins
+    // A failover pair (several hosts): libpq's default takes the first server that answers,
+    // which may be a standby that refuses every write. Only a writable one will do.
+    const auto several = [&](const char* key) {
+        const auto found = given.find(key);
+        return found != given.end() && found->second.find(',') != std::string::npos;
+    };
+    if (several("host") || several("hostaddr")) given.emplace("target_session_attrs", "read-write");
     if (!server_settings.empty()) {
         std::string ours;
         for (const auto& setting : server_settings) ours += "-c " + setting + " ";

@@ -42,7 +42,9 @@ std::string effective_conninfo(const std::string& url, const ConnectionSettings&
 
 /// `url` as a key=value conninfo with `defaults` added for keywords it does not set, and
 /// each of `server_settings` ("name=value") put in front of its libpq `options` as
-/// `-c name=value` (so a setting the URL's own options name still wins). Throws like
+/// `-c name=value` (so a setting the URL's own options name still wins). A URL naming
+/// several hosts (libpq multi-host syntax, a failover pair) gets
+/// `target_session_attrs=read-write` unless it sets its own. Throws like
 /// effective_conninfo().
 std::string conninfo_with(const std::string& url, const std::map<std::string, std::string>& defaults,
                           const std::vector<std::string>& server_settings = {});
