@@ -11,7 +11,8 @@
 # standby: scripts/test.sh -L failover.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the PgBouncer tier
-# (ctest -L pgbouncer, about 65 s, bounded to 7 minutes), the benchmark's smoke run
+# (ctest -L pgbouncer, about 65 s, bounded to 7 minutes), the failover test (ctest -L
+# failover, 30-65 s, bounded to 7 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
 # scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
 # (the Debian packages built from their own Release build, linted, installed, upgraded
@@ -66,7 +67,7 @@ stage 1800 "$root/scripts/upgrade-test.sh" "$build_dir"
 # (its own PostgreSQL cluster and PgBouncer on loopback; about 65 s).
 stage 420 ctest --test-dir "$build_dir" --output-on-failure -L pgbouncer
 # Failover to a promoted standby (label failover: a primary, a synchronous standby and three
-# hosts of its own on loopback; about N s).
+# hosts of its own on loopback; 30-65 s).
 stage 420 ctest --test-dir "$build_dir" --output-on-failure -L failover
 # The benchmark's smoke run keeps it from rotting (its figures mean nothing). Without node,
 # npm or the npm registry it still runs outboxd, the latency probe and pgbench, and says so.
