@@ -21,8 +21,9 @@ using Params = std::vector<std::optional<std::string>>;
 /// Opened on the first call to Context::db(), on a connection taken from the host's pool
 /// (no connection is held while a handler only talks to remote systems). When handle()
 /// returns normally the host re-checks under a row lock that this host still owns the
-/// event's lease, inserts the handler's event_consumption row and commits everything in
-/// one transaction; a stale host therefore cannot commit handler effects. When handle()
+/// event's lease, records the consumption (the handler's event_consumption row, or the
+/// event's COMPLETED status when this attempt completes it first time) and commits
+/// everything in one transaction; a stale host therefore cannot commit handler effects. When handle()
 /// throws, the transaction is rolled back.
 ///
 /// Not thread-safe: use it only from the thread that runs handle().
