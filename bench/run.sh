@@ -91,20 +91,10 @@ if want peers && ! command -v npm >/dev/null; then
   exit 2
 fi
 
-"$root/scripts/install-deps.sh"
 log "building into $build_dir"
-if ((reuse_build)); then
-  [[ -f "$build_dir/CMakeCache.txt" ]] ||
-    { echo "run.sh: --build-dir $build_dir is not a configured build tree" >&2; exit 2; }
-  cmake -S "$root" -B "$build_dir" -DOUTBOX_BUILD_BENCH=ON >/dev/null
-else
-  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_BENCH=ON -DOUTBOX_BUILD_TESTS=OFF \
-    -DOUTBOX_BUILD_PLUGINS=OFF >/dev/null
-fi
-cmake --build "$build_dir" --target outbox_bench -j"$(nproc)" >/dev/null
-outboxd=$build_dir/host/outboxd
-tool=$build_dir/bench/outbox_bench
-plugins=$build_dir/bench/plugins
+bench_script=run.sh
+# shellcheck source=bench/build.sh
+source "$root/bench/build.sh"
 
 results_dir=$build_dir/bench-results
 rm -rf "$results_dir"

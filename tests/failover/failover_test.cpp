@@ -34,11 +34,9 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string shell(const std::string& script) {
-    const auto [code, output] = run_command({"/bin/bash", "-c", script}, {}, 180s);
-    if (code != 0) throw std::runtime_error("command failed (" + std::to_string(code) + "): " + script + "\n" + output);
-    return output;
-}
+// Cluster commands here include a base backup and a promotion: a longer bound than the
+// fixture's default.
+std::string shell(const std::string& script) { return fault::shell(script, 180s); }
 
 const std::string kPgSh = std::string(OUTBOX_SOURCE_DIR) + "/scripts/pg.sh";
 // pg.sh's own rules: the newest installed server unless PG_BIN says otherwise, and the
@@ -48,14 +46,6 @@ const std::string kPrelude =
     "[[ -x $bin/pg_ctl ]] || bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1); "
     "as=(); ((EUID == 0)) && as=(runuser -u postgres --); ";
 
-std::string last_line(const std::string& text) {
-    std::string line, last;
-    std::istringstream in(text);
-    while (std::getline(in, line)) {
-        if (!line.empty()) last = line;
-    }
-    return last;
-}
 
 std::string temp_dir(const std::string& prefix) {
     std::string templ = "/tmp/" + prefix + ".XXXXXX";

@@ -27,6 +27,11 @@ pqxx::result query(const std::string& url, const std::string& sql) {
     return result;
 }
 
+
+std::string pg_script() { return std::string(OUTBOX_SOURCE_DIR) + "/scripts/pg.sh"; }
+
+}  // namespace
+
 std::string last_line(const std::string& text) {
     std::string line, last;
     std::istringstream in(text);
@@ -36,16 +41,11 @@ std::string last_line(const std::string& text) {
     return last;
 }
 
-// Runs a shell snippet; the cluster scripts need bash, and pg_ctl the cluster owner.
-std::string shell(const std::string& script) {
-    const auto [code, output] = run_command({"/bin/bash", "-c", script}, {}, 120s);
+std::string shell(const std::string& script, std::chrono::seconds timeout) {
+    const auto [code, output] = run_command({"/bin/bash", "-c", script}, {}, timeout);
     if (code != 0) throw std::runtime_error("command failed (" + std::to_string(code) + "): " + script + "\n" + output);
     return output;
 }
-
-std::string pg_script() { return std::string(OUTBOX_SOURCE_DIR) + "/scripts/pg.sh"; }
-
-}  // namespace
 
 long long count(const std::string& url, const std::string& sql) {
     const pqxx::result result = query(url, sql);

@@ -23,6 +23,13 @@ long long count(const std::string& url, const std::string& sql);
 /// Events still PENDING, RETRY_WAIT or PROCESSING.
 long long unsettled(const std::string& url);
 
+/// The last non-empty line of `text` (what pg.sh prints last: a port, a URL).
+std::string last_line(const std::string& text);
+
+/// Runs a shell snippet (the cluster scripts need bash, and pg_ctl the cluster owner);
+/// throws with the output when it fails.
+std::string shell(const std::string& script, std::chrono::seconds timeout = std::chrono::seconds{120});
+
 /// PROCESSING rows whose lease expired more than `slack` ago: a recovery that did not happen.
 long long stuck_processing(const std::string& url, std::chrono::seconds slack);
 
