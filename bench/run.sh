@@ -93,14 +93,10 @@ fi
 
 log "building into $build_dir"
 bench_script=run.sh
+results_dir=$build_dir/bench-results
 # shellcheck source=bench/build.sh
 source "$root/bench/build.sh"
 
-results_dir=$build_dir/bench-results
-rm -rf "$results_dir"
-mkdir -p "$results_dir/logs"
-results=$results_dir/results.tsv
-: >"$results"
 
 # Under /tmp: the postgres user must reach the cluster directory.
 pg_dir=$(mktemp -d /tmp/outbox-bench-pg.XXXXXX)

@@ -56,14 +56,10 @@ log() { echo "scaling: $*" >&2; }
 
 log "building into $build_dir"
 bench_script=scaling.sh
+results_dir=$build_dir/scaling-results
 # shellcheck source=bench/build.sh
 source "$root/bench/build.sh"
 
-results_dir=$build_dir/scaling-results
-rm -rf "$results_dir"
-mkdir -p "$results_dir/logs"
-results=$results_dir/results.tsv
-: >"$results"
 
 pg_dir=$(mktemp -d /tmp/outbox-scaling-pg.XXXXXX)
 work=$(mktemp -d /tmp/outbox-scaling.XXXXXX)
