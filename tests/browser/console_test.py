@@ -459,12 +459,7 @@ def run(args, workdir):
         sign_in(browser, host, viewer)
         wait_for('the viewer overview', lambda: page_counts(browser) == db.counts(OURS))
         check(browser.find('#nav-fleet').is_displayed() is False, 'no fleet link for a VIEWER')
-        browser.go(host.base + '/console/#/review')
-        wait_for('the viewer review groups', lambda: group_row(browser, 'TestRequested', 'HTTP_422'))
-        group_row(browser, 'TestRequested', 'HTTP_422').find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
-        wait_for('the viewer group events', lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 3)
-        for css in ('#redrive-group', '#redrive-selected', '[data-action="discard"]', 'input.select-event', '#action-reason'):
-            check(not browser.find_all(css), 'a VIEWER sees no %s' % css)
+        review_group_without_actions(browser, host, 'a VIEWER')
         browser.screenshot('review-viewer')
         status, _, body = host.request('POST', '/api/v1/admin/outbox-events/retry',
                                        {'filter': {'event_type': 'TestRequested'}, 'reason': 'forged by a viewer'},
@@ -504,12 +499,7 @@ def run(args, workdir):
         wait_for('the proxy sign-in', lambda: browser.text('#who-sub') == 'hal@acme')
         check(browser.text('#who-role') == 'HR', 'the proxy token\'s role is shown')
         wait_for('the HR overview', lambda: page_counts(browser) == db.counts(OURS))
-        browser.go(host.base + '/console/#/review')
-        wait_for('the HR review groups', lambda: group_row(browser, 'TestRequested', 'HTTP_422'))
-        group_row(browser, 'TestRequested', 'HTTP_422').find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
-        wait_for('the HR group events', lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 3)
-        for css in ('#redrive-group', '#redrive-selected', '[data-action="discard"]', 'input.select-event', '#action-reason'):
-            check(not browser.find_all(css), 'HR sees no %s' % css)
+        review_group_without_actions(browser, host, 'HR')
         browser.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {}})
 
         errors = [e for e in browser.console_errors() if 'Content Security Policy' in e or 'Refused' in e]
@@ -531,6 +521,17 @@ def run(args, workdir):
         if host is not None:
             host.stop()
         db.drop()
+
+
+def review_group_without_actions(browser, host, who):
+    """Opens our TestRequested/HTTP_422 review group: its events are listed, and `who` gets no
+    control to re-drive, select or discard them."""
+    browser.go(host.base + '/console/#/review')
+    wait_for(who + ' review groups', lambda: group_row(browser, 'TestRequested', 'HTTP_422'))
+    group_row(browser, 'TestRequested', 'HTTP_422').find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
+    wait_for(who + ' group events', lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 3)
+    for css in ('#redrive-group', '#redrive-selected', '[data-action="discard"]', 'input.select-event', '#action-reason'):
+        check(not browser.find_all(css), '%s sees no %s' % (who, css))
 
 
 def main():
