@@ -47,8 +47,10 @@ pqxx::result exec_statement(pqxx::connection& conn, const std::string& name, con
     const ConnectionSettings settings = connection_settings();
     pqxx::nontransaction tx(conn);
     if (!settings.transaction_pooled) return tx.exec_prepared(name, std::forward<Args>(args)...);
-    tx.exec("BEGIN; " + local_settings_sql(settings));
     try {
+        // Inside the try: a BEGIN whose settings failed leaves an aborted transaction that
+        // must be rolled back before the pooler may hand the server connection to anyone.
+        tx.exec("BEGIN; " + local_settings_sql(settings));
         pqxx::result rows = tx.exec_params(sql, std::forward<Args>(args)...);
         tx.exec("COMMIT");
         return rows;
