@@ -42,21 +42,34 @@ if (($#)); then
   ctest --test-dir "$build_dir" --output-on-failure "$@" || status=$?
   exit "$status"
 fi
-# The pgbouncer and failover tiers run as stages of their own below (their clusters are
-# their own).
-ctest --test-dir "$build_dir" --output-on-failure -LE 'pgbouncer|failover' || status=$?
-"$root/scripts/pg.sh" stop "$pg_dir" || true
-
 failed=()
-((status == 0)) || failed+=(tests)
 # Every stage is bounded: a hung stage is killed (TERM, then KILL 30 s later) and counted
-# as failed, so the whole command always ends.
+# as failed, so the whole command always ends. Its output is kept too, and a failed stage's
+# end is printed again after the last stage: a CI log keeps only its tail, and the reason a
+# stage failed would otherwise sit under the output of every stage after it.
+stage_logs=$(mktemp -d /tmp/outbox-stages.XXXXXX)
+failed_logs=()
 stage() {
   local limit=$1
   shift
   echo "test.sh: $*" >&2
-  timeout -k 30 "$limit" "$@" || failed+=("$*")
+  stage_count=$((stage_count + 1))
+  local log="$stage_logs/$stage_count.log"
+  local code=0
+  timeout -k 30 "$limit" "$@" 2>&1 | tee "$log" || code=${PIPESTATUS[0]}
+  if ((code != 0)); then
+    failed+=("$*")
+    failed_logs+=("$log")
+    echo "test.sh: stage failed with exit code $code: $*" >> "$log"
+  fi
+  return 0
 }
+stage_count=0
+# The pgbouncer and failover tiers run as stages of their own below (their clusters are
+# their own). Each test has its own timeout; the stage's bound is only a backstop.
+stage 3600 ctest --test-dir "$build_dir" --output-on-failure -LE 'pgbouncer|failover'
+"$root/scripts/pg.sh" stop "$pg_dir" || true
+
 as_root=()
 ((EUID == 0)) || as_root=(sudo --preserve-env=PATH)
 # The previous release's hosts keep working while this release migrates and replaces them
@@ -85,6 +98,10 @@ stage 120 "$root/scripts/check-observability.sh"
 # CI machine, or a developer's who asked for the whole suite).
 stage 2400 "${as_root[@]}" "$root/scripts/package-test.sh"
 if ((${#failed[@]})); then
+  for log in "${failed_logs[@]}"; do
+    echo "test.sh: ===== the last 150 lines of a failed stage ($log) =====" >&2
+    tail -n 150 "$log" >&2
+  done
   echo "test.sh: FAILED: ${failed[*]}" >&2
   exit 1
 fi
