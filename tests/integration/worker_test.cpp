@@ -259,6 +259,69 @@ TEST_F(Worker, ExpiredLeaseIsRecoveredByAnotherHost) {
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 1);
 }
 
+// A lease this process holds on the server but does not track: what a failover leaves when
+// a claim's answer or an asynchronously committed outcome is lost. Beside it, a lease of a
+// former process with the same host_id (claimed before this one started) and another host's.
+class UntrackedLeases : public Worker {
+protected:
+    /// Starts h1 and waits until it has claimed once (it notes the server's clock first).
+    void start_host(std::chrono::milliseconds lease_duration) {
+        auto options = fast_options(db_.url(), "h1");
+        options.lease_duration = lease_duration;
+        host_ = std::make_unique<TestHost>(options, std::vector<std::string>{OUTBOX_FIXTURE_SCRIPTED});
+        host_->start();
+        const auto warm = publish_many(db_.url(), "TestRequested", R"({"db": true})", 1);
+        ASSERT_TRUE(wait_until([&] { return status_of(warm[0]) == "COMPLETED"; }, 15s));
+        // Inserted already PROCESSING: a published event would be claimed by h1 first.
+        const auto leased = [&](const std::string& owner, const std::string& claimed_at) {
+            return db_.scalar("INSERT INTO event_publication (company_id, event_type, payload, status, attempt_count, "
+                              "lease_owner, lease_token, lease_expires_at, updated_at) VALUES ('acme', 'TestRequested', "
+                              "'{\"db\": true}', 'PROCESSING', 1, '" + owner + "', gen_random_uuid(), now() + interval "
+                              "'1 hour', " + claimed_at + ") RETURNING event_id");
+        };
+        ids_ = {leased("h1", "now()"), leased("h1", "now() - interval '1 hour'"), leased("h2", "now()")};
+        tokens_before_ = lease_tokens();
+    }
+    std::string lease_tokens() const {
+        return db_.scalar("SELECT string_agg(coalesce(lease_token::text, '-'), ',' ORDER BY event_id) FROM "
+                          "event_publication WHERE event_id IN ('" + ids_[1] + "', '" + ids_[2] + "')");
+    }
+    /// The untracked lease ran (its attempt given back, then counted again); the other two
+    /// are untouched.
+    void expect_only_the_untracked_lease_released() {
+        ASSERT_TRUE(wait_until([&] { return status_of(ids_[0]) == "COMPLETED"; }, 10s)) << status_of(ids_[0]);
+        EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication WHERE event_id = '" + ids_[0] + "'"), "1");
+        std::this_thread::sleep_for(2500ms);  // two more checks with lease_duration 2 s
+        EXPECT_EQ(status_of(ids_[1]), "PROCESSING") << "a former process's lease is the rescuer's";
+        EXPECT_EQ(status_of(ids_[2]), "PROCESSING") << "another host's lease is not this host's to release";
+        EXPECT_EQ(lease_tokens(), tokens_before_);
+        EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 2);
+    }
+
+    std::unique_ptr<TestHost> host_;
+    std::vector<std::string> ids_;
+    std::string tokens_before_;
+};
+
+TEST_F(UntrackedLeases, AreReleasedAtTheNextRescueIntervalInsteadOfAfterTheLeaseExpires) {
+    start_host(2s);  // rescue interval 1 s
+    expect_only_the_untracked_lease_released();
+}
+
+TEST_F(UntrackedLeases, AreReleasedRightAfterTheDatabaseComesBack) {
+    start_host(std::chrono::minutes{5});  // rescue interval 30 s: only the reconnect can explain a release
+    std::this_thread::sleep_for(300ms);
+    ASSERT_EQ(status_of(ids_[0]), "PROCESSING");
+    // Every connection of the host is cut: its wake-up listener reports an outage and its end.
+    EXPECT_GE(count("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name LIKE 'outboxd%'"),
+              1);
+    ASSERT_TRUE(wait_until([&] { return status_of(ids_[0]) == "COMPLETED"; }, 10s)) << status_of(ids_[0]);
+    EXPECT_EQ(status_of(ids_[1]), "PROCESSING");
+    EXPECT_EQ(status_of(ids_[2]), "PROCESSING");
+    EXPECT_EQ(lease_tokens(), tokens_before_);
+}
+
 TEST_F(Worker, RescueBlamesTheSuspectALostHostWasRunningAndRefundsTheEventsBesideIt) {
     const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true})", 4);
     const auto lease = [&](const std::string& id, const std::string& owner, int attempt, const char* code) {

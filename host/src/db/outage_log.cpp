@@ -16,6 +16,7 @@ void OutageLog::succeeded(std::chrono::steady_clock::time_point connected_at) {
     std::lock_guard lock(mutex_);
     if (!down_ || connected_at < since_) return;
     down_ = false;
+    ++recoveries_;
     const auto seconds =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since_).count() / 1000.0;
     log::info("database reachable again after " + std::to_string(seconds) + "s");

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -17,6 +18,11 @@ public:
     /// the outage began proves nothing (a server shutting down still answers on some
     /// connections for a moment), so only a newer one ends the outage.
     void succeeded(std::chrono::steady_clock::time_point connected_at = std::chrono::steady_clock::now());
+    /// How many outages have ended so far.
+    [[nodiscard]] std::uint64_t recoveries() {
+        std::lock_guard lock(mutex_);
+        return recoveries_;
+    }
     /// The database is known to be unreachable right now.
     [[nodiscard]] bool down() {
         std::lock_guard lock(mutex_);
@@ -26,6 +32,7 @@ public:
 private:
     std::mutex mutex_;
     bool down_ = false;
+    std::uint64_t recoveries_ = 0;
     std::chrono::steady_clock::time_point since_{};
 };
 

@@ -3,15 +3,25 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "dispatch/completer.hpp"
+#include "lease/lease_store.hpp"
+#include "log/log.hpp"
 
 namespace outbox::dispatch {
 namespace {
 // How often a host with a free suspect lane looks for suspects while none were due; an
 // idle host looks on every pass.
 constexpr auto kSuspectCheckInterval = std::chrono::seconds{1};
+
+std::vector<std::string> tokens_of(const std::vector<lease::LeaseRef>& leases) {
+    std::vector<std::string> tokens;
+    tokens.reserve(leases.size());
+    for (const auto& lease : leases) tokens.push_back(lease.lease_token);
+    return tokens;
+}
 }  // namespace
 
 void Scheduler::run(std::stop_token stop) {
@@ -22,6 +32,14 @@ void Scheduler::run(std::stop_token stop) {
     auto next_suspect_check = std::chrono::steady_clock::now();
     bool first_pass = true;
     auto next_pause_read = std::chrono::steady_clock::now();
+    // Leases this process holds on the server but no longer tracks: a claim whose answer
+    // was lost with its connection, or an outcome committed asynchronously and lost in a
+    // failover. Left alone they would wait for lease_duration and the rescuer; the scheduler
+    // gives them back itself, after every outage and at every rescue interval. It is the
+    // only thread that claims, so no claim of its own is in flight meanwhile.
+    std::optional<std::string> claiming_since;  // server time before this process's first claim
+    auto next_untracked_check = std::chrono::steady_clock::now() + options_.rescue_interval();
+    std::uint64_t recoveries_seen = outage_.recoveries();
 
     // An idle pass waits at most this long, so the observer hears from the loop in time.
     auto idle_wait = options_.poll_interval;
@@ -92,6 +110,27 @@ void Scheduler::run(std::stop_token stop) {
             continue;
         }
 
+        if (claiming_since &&
+            (outage_.recoveries() != recoveries_seen || std::chrono::steady_clock::now() >= next_untracked_check)) {
+            const std::uint64_t recoveries = outage_.recoveries();
+            int released = 0;
+            if (!session.run(
+                    [&](pqxx::connection& conn) {
+                        released = lease::LeaseStore(conn).release_untracked(options_.host_id, *claiming_since,
+                                                                             tokens_of(in_flight_.leases()));
+                    },
+                    stop)) {
+                continue;
+            }
+            recoveries_seen = recoveries;
+            next_untracked_check = std::chrono::steady_clock::now() + options_.rescue_interval();
+            if (released > 0) {
+                log::warn(std::to_string(released) +
+                          " lease(s) of this host were no longer tracked (a claim's answer or a stored outcome was "
+                          "lost with the database connection); released, the events run again");
+            }
+        }
+
         // Suspects (a poison event may be among them) run one at a time in a lane of their
         // own, beside normal work: a crash then charges the suspect, and the rescuer gives
         // the events that ran beside it their attempt back (see LeaseStore::rescue_expired).
@@ -133,6 +172,7 @@ void Scheduler::run(std::stop_token stop) {
         const bool ok = session.run(
             [&](pqxx::connection& conn) {
                 lease::LeaseStore store(conn);
+                if (!claiming_since) claiming_since = store.server_time();
                 int left = room;
                 const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
                     if (limit <= 0 || claim_types.empty()) return;

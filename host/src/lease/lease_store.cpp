@@ -116,14 +116,28 @@ WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = h.event_id AND e.lease_token
 RETURNING e.lease_token::text
 )SQL";
 
-constexpr const char* kReleaseSql = R"SQL(
+// A released event is due again at once, its attempt given back.
+constexpr const char* kReleaseSet = R"SQL(
 UPDATE event_publication e
 SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END,
     attempt_count = greatest(e.attempt_count - 1, 0),
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
+)SQL";
+
+const std::string kReleaseSql = std::string(kReleaseSet) + R"SQL(
 FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS r(event_id, lease_token)
 WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = r.event_id AND e.lease_token = r.lease_token
+)SQL";
+
+// Leases of this process ($1 its owner name, claimed at or after $2, the server's clock when
+// it started claiming) that it no longer tracks ($3: every token it does track). The claim
+// sets updated_at and nothing but a status change touches it again, so a lease of a former
+// process with the same host_id (claimed before $2) is left to the rescuer and its
+// quarantine rules.
+const std::string kReleaseUntrackedSql = std::string(kReleaseSet) + R"SQL(
+WHERE e.status = 'PROCESSING' AND e.lease_owner = $1 AND e.updated_at >= $2::timestamptz
+  AND e.lease_token <> ALL ($3::uuid[])
 )SQL";
 
 // Rescue: SKIP LOCKED so that hosts rescuing at the same moment split the work, and a row
@@ -171,6 +185,7 @@ void prepare_once(pqxx::connection& conn) {
     db::prepare_statement(conn, "outbox_finish", kFinishSql);
     db::prepare_statement(conn, "outbox_extend", kExtendSql);
     db::prepare_statement(conn, "outbox_release", kReleaseSql);
+    db::prepare_statement(conn, "outbox_release_untracked", kReleaseUntrackedSql);
     db::prepare_statement(conn, "outbox_rescue", kRescueSql);
 }
 
@@ -273,6 +288,17 @@ int LeaseStore::release(const std::vector<LeaseRef>& leases) {
     }
     const pqxx::result rows = db::exec_statement(conn_, "outbox_release", kReleaseSql, db::pg_array(ids), db::pg_array(tokens));
     return static_cast<int>(rows.affected_rows());
+}
+
+int LeaseStore::release_untracked(const std::string& owner, const std::string& since,
+                                  const std::vector<std::string>& tracked_tokens) {
+    const pqxx::result rows = db::exec_statement(conn_, "outbox_release_untracked", kReleaseUntrackedSql, owner, since,
+                                                 db::pg_array(tracked_tokens));
+    return static_cast<int>(rows.affected_rows());
+}
+
+std::string LeaseStore::server_time() {
+    return pqxx::nontransaction(conn_).exec("SELECT now()::text")[0][0].c_str();
 }
 
 int LeaseStore::rescue_expired(int max_attempts, int limit) {

@@ -65,6 +65,17 @@ public:
     /// not counted and the event is due again at once. Returns how many were released.
     int release(const std::vector<LeaseRef>& leases);
 
+    /// Releases (as release() does) the PROCESSING rows of `owner` claimed at or after
+    /// `since` (server time, from server_time()) whose token is not in `tracked_tokens`:
+    /// leases whose claim answer or stored outcome was lost with a connection (a failover
+    /// loses asynchronously committed bookkeeping). The caller must not have a claim in
+    /// flight. Returns how many were released.
+    int release_untracked(const std::string& owner, const std::string& since,
+                          const std::vector<std::string>& tracked_tokens);
+
+    /// The server's clock (now(), as text).
+    std::string server_time();
+
     /// Moves up to `limit` PROCESSING rows whose lease expired to RETRY_WAIT (due now, code
     /// WORKER_LOST), or to REVIEW_REQUIRED when attempt_count >= max_attempts. When the lost
     /// host was running a suspect, only the suspect keeps the attempt: the events beside it
