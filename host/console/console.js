@@ -12,6 +12,7 @@
   const REFRESH_MS = 3000;
   const REASON_MIN = 10;
   const REASON_MAX = 300;
+  const MAX_BULK_RETRY = 1000;  // the API's limit per bulk re-drive request (kMaxBulkRetry)
 
   const state = { token: null, me: null, timer: null, route: null, reviewGroup: null };
 
@@ -432,7 +433,7 @@
       const redriveSelected = el('button', { type: 'button', id: 'redrive-selected', class: 'secondary', text: 'Re-drive selected events' });
       redriveGroup.addEventListener('click', () => {
         if (!checkReason()) return;
-        redrive({ event_type: group.event_type, last_error_code: group.last_error_code }, reason, result, refresh);
+        redriveGroupEvents(group, reason, result, refresh);
       });
       redriveSelected.addEventListener('click', () => {
         if (!checkReason()) return;
@@ -458,6 +459,32 @@
     if (failed(answer)) return;
     showAnswer(result, answer, (d) => 'Re-driven: ' + d.count + ' event(s) are PENDING again.');
     if (answer.ok) reloadGroups();
+  }
+
+  // The API re-drives at most kMaxBulkRetry (1,000) events per request, the oldest first, so a
+  // larger group takes several requests; the group's count when it was read bounds them, so
+  // events that fail again during the loop are not re-driven a second time.
+  async function redriveGroupEvents(group, reason, result, reloadGroups) {
+    const wanted = Number(group.count) || 0;
+    let total = 0;
+    for (;;) {
+      const limit = Math.max(1, Math.min(MAX_BULK_RETRY, wanted - total));
+      result.replaceChildren(el('p', { class: 'muted', text: 'Sending… ' + total + ' of ' + wanted + ' re-driven so far.' }));
+      const answer = await api('POST', '/api/v1/admin/outbox-events/retry',
+        { filter: { event_type: group.event_type, last_error_code: group.last_error_code, limit: limit },
+          reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
+      if (failed(answer)) return;
+      if (!answer.ok) {
+        showAnswer(result, answer, () => '');
+        if (total) result.append(el('p', { class: 'hint', text: total + ' event(s) were re-driven before this answer.' }));
+        reloadGroups();
+        return;
+      }
+      total += answer.data.count;
+      if (answer.data.count < limit || total >= wanted) break;
+    }
+    showAnswer(result, { ok: true, data: { count: total } }, (d) => 'Re-driven: ' + d.count + ' event(s) are PENDING again.');
+    reloadGroups();
   }
 
   function askDiscard(event, reason, confirmBox, result, reloadGroups) {

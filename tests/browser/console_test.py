@@ -3,11 +3,14 @@
 
 Starts a real `outboxd run` (the fixture plugin `scripted` from the build, HS256 tokens
 minted here) against a fresh database on OUTBOX_TEST_DATABASE_URL, seeds events with SQL,
-and drives /console/ as an operator would: a bad token, ADMIN (overview equal to the
-database, re-drive a review group and watch it complete, discard an event, its history),
-a platform role (pause and resume a handler on the fleet page), VIEWER (no action buttons,
-a forged action refused by the API) and another company's ADMIN (none of our events).
-Full-page screenshots go to --artifacts. Every process it starts is stopped by pid.
+and drives /console/ as an operator would, from a browser in another time zone than the
+host's: a bad token, ADMIN (overview equal to the database, re-drive a review group and
+watch it complete, reasons refused by the page and by the API, discard an event, its
+history, a group larger than one bulk request re-driven whole), a platform role (handler
+mismatches highlighted, pause and resume a handler on the fleet page), VIEWER (no action
+buttons, a forged action refused by the API), another company's ADMIN (none of our
+events) and a company without events (the empty states). Full-page screenshots go to
+--artifacts. Every process it starts is stopped by pid.
 """
 import argparse
 import base64
@@ -24,6 +27,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime
+from zoneinfo import ZoneInfo
 from urllib.parse import urlsplit, urlunsplit
 
 SECRET = 'console-test-secret-0123456789abcdef0123456789'
@@ -34,6 +39,8 @@ THEIRS = 'globex'
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 TIMEOUT = 30  # seconds any one wait may take
+VIEWER_ZONE = 'Asia/Colombo'  # UTC+05:30: every local time differs from UTC in its minutes
+BIG_GROUP = 1050  # more events than one bulk re-drive request may take (1,000)
 
 
 class Failure(Exception):
@@ -191,7 +198,9 @@ class Browser:
                     '--window-size=1280,800', '--disable-extensions', '--no-first-run'):
             options.add_argument(arg)
         options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
-        service = Service(executable_path=shutil.which('chromedriver') or '/usr/bin/chromedriver')
+        # The operator is somewhere else than the host: times must be shown in the viewer's zone.
+        service = Service(executable_path=shutil.which('chromedriver') or '/usr/bin/chromedriver',
+                          env=dict(os.environ, TZ=VIEWER_ZONE))
         self.driver = webdriver.Chrome(service=service, options=options)
         self.driver.set_page_load_timeout(TIMEOUT)
         self.artifacts = artifacts
@@ -362,6 +371,11 @@ def run(args, workdir):
         wait_for('the reason error', lambda: browser.text('#action-error'))
         check(db.counts(OURS)['REVIEW_REQUIRED'] == 8, 'a refused reason re-drives nothing')
         browser.find('#action-reason').clear()
+        browser.find('#action-reason').send_keys('x' * 301)
+        browser.find('#redrive-group').click()
+        wait_for('the long reason error', lambda: '301' in browser.text('#action-error'))
+        check(db.counts(OURS)['REVIEW_REQUIRED'] == 8, 'a reason over 300 characters re-drives nothing')
+        browser.find('#action-reason').clear()
         browser.find('#action-reason').send_keys('the stats service is back up')
         browser.screenshot('review')
         browser.find('#redrive-group').click()
@@ -420,8 +434,15 @@ def run(args, workdir):
         wait_for('the discard in the history', lambda: browser.visible('#action-history tr[data-action]'))
         check('customer cancelled the request' in browser.find('#action-history').text, 'the history shows the reason')
         check(browser.visible('#blocked-by') is not None, 'blocked_by is shown')
+        check(browser.driver.execute_script('return Intl.DateTimeFormat().resolvedOptions().timeZone') == VIEWER_ZONE,
+              'the browser runs in the viewer\'s zone: %s' % browser.driver.execute_script(
+                  'return Intl.DateTimeFormat().resolvedOptions().timeZone'))
         time_el = browser.find('#action-history time')
-        check(time_el.get_attribute('title').startswith('UTC: '), 'times carry UTC in their title')
+        utc = time_el.get_attribute('datetime')
+        check(time_el.get_attribute('title') == 'UTC: ' + utc, 'times carry UTC in their title')
+        local = datetime.fromisoformat(utc.replace('Z', '+00:00')).astimezone(ZoneInfo(VIEWER_ZONE))
+        check(':%02d:%02d' % (local.minute, local.second) in time_el.text,
+              'times are shown in the viewer\'s zone: %r for %s' % (time_el.text, utc))
         browser.screenshot('event')
         browser.go(host.base + '/console/#/event/' + redrive[0])
         wait_for('the consuming handler', lambda: browser.visible('#consumed-by tr[data-handler="scripted"]'))
@@ -435,6 +456,40 @@ def run(args, workdir):
         check(blocked.text == first, 'the event page names the event it waits for: %r' % blocked.text)
         check(db.sql("SELECT status FROM event_publication WHERE event_id = '%s'" % second) == 'PENDING', 'it waits')
         browser.screenshot('event-blocked')
+
+        # A group larger than one bulk request may take is re-driven whole by one click; a reason
+        # the API refuses shows the API's answer and re-drives nothing. The events are published
+        # and put into review in one transaction, so the running host never sees them PENDING.
+        db.sql("SELECT count(outbox_publish('%s', 'TestRequested', '{\"batch\": \"big\"}'::jsonb)) "
+               "FROM generate_series(1, %d); "
+               "UPDATE event_publication SET status = 'REVIEW_REQUIRED', last_error_code = 'HTTP_504', attempt_count = 1 "
+               "WHERE company_id = '%s' AND status = 'PENDING' AND payload->>'batch' = 'big'" % (OURS, BIG_GROUP, OURS))
+        big = lambda status: int(db.sql("SELECT count(*) FROM event_publication WHERE payload->>'batch' = 'big' "
+                                        "AND status = '%s'" % status))
+        check(big('REVIEW_REQUIRED') == BIG_GROUP, 'the large group is in review')
+        browser.go(host.base + '/console/#/review')
+        wait_for('the large group', lambda: group_row(browser, 'TestRequested', 'HTTP_504'))
+        row = group_row(browser, 'TestRequested', 'HTTP_504')
+        check(row.find_element(browser.By.CSS_SELECTOR, '[data-field="count"]').text == str(BIG_GROUP), 'the large group\'s count')
+        row.find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
+        wait_for('the newest 100 of the large group', lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 100)
+        browser.find('#action-reason').send_keys('ask ops.lead@example.com before re-driving')
+        browser.find('#redrive-group').click()
+        answer = wait_for('the API\'s refusal', lambda: browser.visible('#action-result [data-outcome="error"]'))
+        check(answer.text.startswith('INVALID_REASON: ') and 'e-mail' in answer.text and '@' not in answer.text,
+              'the API\'s message is shown, without the value: %r' % answer.text)
+        check(big('REVIEW_REQUIRED') == BIG_GROUP, 'a refused re-drive changes nothing')
+        browser.find('#action-reason').clear()
+        browser.find('#action-reason').send_keys('the category service limit was raised')
+        browser.find('#redrive-group').click()
+        answer = wait_for('the large re-drive answer',
+                          lambda: browser.visible('#action-result [data-outcome="ok"]')
+                          if ('%d event' % BIG_GROUP) in browser.text('#action-result') else None, timeout=60)
+        check(big('REVIEW_REQUIRED') == 0, 'every event of the large group was re-driven: %s' % answer.text)
+        check(int(db.sql("SELECT count(*) FROM outbox_manual_retry r JOIN event_publication e USING (event_id) "
+                         "WHERE e.payload->>'batch' = 'big'")) == BIG_GROUP, 'one re-drive per event, none twice')
+        wait_for('the large group to complete', lambda: big('COMPLETED') == BIG_GROUP, timeout=120)
+        browser.screenshot('review-large-group')
         sign_out(browser)
 
         # A platform role: pause and resume a handler on the fleet page.
@@ -443,6 +498,22 @@ def run(args, workdir):
               'a platform role sees the fleet link, not the company pages')
         wait_for('the fleet handlers', lambda: browser.visible('#fleet-handlers tr[data-handler="scripted"][data-paused="false"]'))
         check(browser.visible('#fleet-hosts tr[data-host]') is not None, 'the fleet lists the host')
+        check(browser.visible('#fleet-mismatches[data-empty]') is not None, 'one host: no mismatch')
+        # A host of the previous release that also runs a mailer for TestRequested joins the fleet
+        # (its registration as such a host writes it): both hosts are highlighted.
+        db.sql("INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, enabled, handlers) "
+               "VALUES ('old-host:7', '0.1.0', now(), now(), 60000, true, "
+               "'[{\"handler\": \"scripted\", \"event_types\": [\"TestRequested\"], \"file\": \"libfixture_scripted.so\", \"abi\": \"1.0\"}, "
+               "{\"handler\": \"mailer\", \"event_types\": [\"TestRequested\"], \"file\": \"libmailer.so\", \"abi\": \"1.0\"}]')")
+        browser.driver.refresh()
+        wait_for('the mismatch', lambda: browser.visible('#fleet-mismatches tr.mismatch[data-event-type="TestRequested"]'))
+        hosts = browser.find_all('#fleet-hosts tr[data-host]')
+        check(len(hosts) == 2 and all('mismatch' in (h.get_attribute('class') or '') for h in hosts),
+              'both hosts of the mismatch are highlighted')
+        browser.screenshot('fleet-mismatch')
+        db.sql("DELETE FROM outbox_host WHERE host_id = 'old-host:7'")
+        browser.driver.refresh()
+        wait_for('the mismatch to go', lambda: browser.visible('#fleet-mismatches[data-empty]'))
         browser.find('#fleet-handlers tr[data-handler="scripted"] [data-action="pause"]').click()
         wait_for('the handler to show paused', lambda: browser.visible('#fleet-handlers tr[data-handler="scripted"][data-paused="true"]'))
         check(db.sql("SELECT count(*) FROM outbox_handler_pause WHERE handler_name = 'scripted'") == '1', 'paused in the database')
@@ -487,7 +558,18 @@ def run(args, workdir):
               'nothing of our event is shown to them')
         check(db.counts(THEIRS)['REVIEW_REQUIRED'] == len(theirs), 'their events are untouched')
         browser.screenshot('other-company-event')
+        sign_out(browser)
 
+        # A company without events: zeros, and each list says it is empty.
+        sign_in(browser, host, token('ida@initech', 'ADMIN', 'initech'))
+        wait_for('the empty overview', lambda: page_counts(browser) == {s: 0 for s in STATUSES})
+        check(browser.visible('#by-event-type[data-empty]') is not None, 'the by-type list says it is empty')
+        check(browser.text('#oldest-unfinished tr[data-handler="scripted"] td.num') == '0s',
+              'every handler is caught up for a company without events')
+        browser.go(host.base + '/console/#/review')
+        empty = wait_for('the empty review list', lambda: browser.visible('#review-groups[data-empty]'))
+        check(empty.text.strip() != '', 'the empty review list says so')
+        browser.screenshot('review-empty')
         sign_out(browser)
 
         # Behind a proxy that puts the operator's token into admin.console_token_header: the
