@@ -23,14 +23,6 @@ using namespace std::chrono_literals;
 // any host starts, lets ThreadSanitizer see it happen before their first log line.
 [[maybe_unused]] const bool kLoggerCreated = spdlog::default_logger_raw() != nullptr;
 
-std::vector<double> effect_times(const TestDatabase& db) {
-    std::vector<double> times;
-    for (const auto& row : db.exec("SELECT extract(epoch FROM at)::float8 FROM scripted_effect ORDER BY at")) {
-        times.push_back(row[0].as<double>());
-    }
-    return times;
-}
-
 std::vector<std::unique_ptr<TestHost>> three_hosts(const TestDatabase& db, const config::HandlerSettings& settings) {
     std::vector<std::unique_ptr<TestHost>> hosts;
     for (int i = 0; i < 3; ++i) {
@@ -40,19 +32,6 @@ std::vector<std::unique_ptr<TestHost>> three_hosts(const TestDatabase& db, const
                                                    std::map<std::string, config::HandlerSettings>{{"scripted", settings}}));
     }
     return hosts;
-}
-
-// Several calls overlap when one ends (is recorded) while another, begun `call` seconds
-// before its own end, is still running.
-int worst_overlap(const std::vector<double>& ends, double call) {
-    int worst = 0;
-    for (const double t : ends) {
-        const int overlapping = static_cast<int>(std::count_if(ends.begin(), ends.end(), [&](double other) {
-            return other > t - 0.005 && other - call < t - 0.005;
-        }));
-        worst = std::max(worst, overlapping);
-    }
-    return worst;
 }
 
 TEST(FleetLimiter, StartIntervalLeavesAMarginBelowTheRate) {
@@ -77,7 +56,7 @@ TEST(FleetLimiter, ThreeHostsTogetherNeverExceedTheRateInAnyOneSecondWindow) {
                                         std::to_string(kEvents); },
                            30s));
     for (auto& host : hosts) host->stop();
-    const auto times = effect_times(db);
+    const auto times = scripted_effect_times(db.url());
     ASSERT_EQ(times.size(), static_cast<std::size_t>(kEvents));
     std::size_t worst = 0;
     for (std::size_t i = 0; i < times.size(); ++i) {
@@ -106,7 +85,7 @@ TEST(FleetLimiter, ThreeHostsTogetherNeverExceedMaxConcurrency) {
                            30s));
     for (auto& host : hosts) host->stop();
     // Each call ends at its recorded time and began at least kSleep earlier.
-    const int worst = worst_overlap(effect_times(db), kSleep);
+    const int worst = worst_call_overlap(scripted_effect_times(db.url()), kSleep);
     EXPECT_LE(worst, 2) << "calls in flight at once across the fleet";
     EXPECT_EQ(worst, 2) << "both slots are used";
 }
@@ -146,9 +125,9 @@ TEST(FleetLimiter, ConnectionBlipsNeverLetTheFleetExceedMaxConcurrency) {
     for (auto& host : hosts) host->stop();
     ASSERT_TRUE(all_done);
     EXPECT_GE(terminated.load(), 10) << "limiter connections cut while calls ran";
-    const auto ends = effect_times(db);
+    const auto ends = scripted_effect_times(db.url());
     ASSERT_EQ(ends.size(), static_cast<std::size_t>(kEvents));
-    EXPECT_LE(worst_overlap(ends, kSleep), 2) << "calls in flight at once across the fleet";
+    EXPECT_LE(worst_call_overlap(ends, kSleep), 2) << "calls in flight at once across the fleet";
 }
 
 dispatch::HandlerEntry limited_entry(const std::string& name, int max_concurrency) {

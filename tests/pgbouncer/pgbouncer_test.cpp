@@ -234,6 +234,37 @@ TEST(PgBouncerTransactionMode, SixHostsKilledAndPoolerRestartedLoseNothingAndLea
     }
 }
 
+// Fleet-wide limits are rows with an expiry, not session locks: through the pooler three
+// hosts together keep a handler's max_concurrency, and no slot leaves anything on a server
+// connection.
+TEST(PgBouncerTransactionMode, ThreeHostsKeepAFleetWideConcurrencyLimitThroughThePooler) {
+    constexpr int kEvents = 24;
+    constexpr double kCall = 0.15;
+    const OwnCluster cluster;
+    PgBouncer bouncer(cluster.port());
+    const Fleet fleet(bouncer.url(),
+                      {{"OUTBOX_DATABASE_POOL_MODE", "transaction"},
+                       {"OUTBOX_DATABASE_SESSION_URL", cluster.url()},
+                       {"OUTBOX_POLL_INTERVAL", "200ms"}},
+                      {OUTBOX_FIXTURE_SCRIPTED}, "  scripted:\n    max_concurrency: 2\n");
+    publish_generated(cluster.url(), kEvents, "jsonb_build_object('db', true, 'sleep_ms', 150)");
+    std::array<std::unique_ptr<ChildProcess>, 3> hosts;
+    const auto name = [](std::size_t i) { return "host-" + std::to_string(i); };
+    for (std::size_t i = 0; i < hosts.size(); ++i) hosts[i] = fleet.start(name(i));
+    ASSERT_TRUE(wait_until([&] { return unsettled(cluster.url()) == 0; }, 60s))
+        << status_summary(cluster.url()) << "\n" << fleet.log(name(0));
+    for (std::size_t i = 0; i < hosts.size(); ++i) stop_cleanly(fleet, *hosts[i], name(i));
+
+    expect_final_invariants(cluster.url(), {}, kEvents);
+    const int worst = worst_call_overlap(scripted_effect_times(cluster.url()), kCall);
+    EXPECT_LE(worst, 2) << "calls in flight at once across the fleet";
+    EXPECT_EQ(worst, 2) << "both slots are used";
+    const std::vector<std::string> leftovers = leftover_session_state(bouncer.url());
+    EXPECT_TRUE(leftovers.empty()) << joined(leftovers);
+    EXPECT_EQ(count(cluster.url(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), 0);
+    expect_no_dirty_reports(bouncer.log());
+}
+
 TEST(PgBouncerTransactionMode, WithoutSessionUrlHostsSayOnceThatTheyPollAndStillCompleteEvents) {
     const OwnCluster cluster;
     PgBouncer bouncer(cluster.port());

@@ -1,5 +1,6 @@
 #include "support/test_host.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -101,6 +102,27 @@ void create_scripted_effect_table(const std::string& database_url) {
         "CREATE TABLE IF NOT EXISTS scripted_effect (event_id uuid NOT NULL, handler_name text NOT NULL, "
         "attempt int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())");
     tx.commit();
+}
+
+std::vector<double> scripted_effect_times(const std::string& database_url) {
+    pqxx::connection conn(database_url);
+    pqxx::read_transaction tx(conn);
+    std::vector<double> times;
+    for (const auto& row : tx.exec("SELECT extract(epoch FROM at)::float8 FROM scripted_effect ORDER BY at")) {
+        times.push_back(row[0].as<double>());
+    }
+    return times;
+}
+
+int worst_call_overlap(const std::vector<double>& ends, double call) {
+    int worst = 0;
+    for (const double t : ends) {
+        const int overlapping = static_cast<int>(std::count_if(ends.begin(), ends.end(), [&](double other) {
+            return other > t - 0.005 && other - call < t - 0.005;
+        }));
+        worst = std::max(worst, overlapping);
+    }
+    return worst;
 }
 
 std::vector<std::string> publish_many(const std::string& database_url, const std::string& event_type,

@@ -57,6 +57,13 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
 /// Creates the table the scripted fixture writes its ctx.db() effects into.
 void create_scripted_effect_table(const std::string& database_url);
 
+/// When each scripted effect row was written (epoch seconds, ascending): the end of its call.
+std::vector<double> scripted_effect_times(const std::string& database_url);
+
+/// The most calls of `call` seconds each in flight at once, given when each ended: calls
+/// overlap when one ends while another, begun `call` seconds before its own end, still runs.
+int worst_call_overlap(const std::vector<double>& ends, double call);
+
 /// Publishes `count` events of `event_type` with `payload_json` through outbox_publish(),
 /// in transactions of up to 1000; returns their ids.
 std::vector<std::string> publish_many(const std::string& database_url, const std::string& event_type,
