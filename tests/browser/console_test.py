@@ -43,6 +43,26 @@ VIEWER_ZONE = 'Asia/Colombo'  # UTC+05:30: every local time differs from UTC in 
 BIG_GROUP = 1050  # more events than one bulk re-drive request may take (1,000)
 
 
+# Run on every page a screenshot is taken of, at its width: every visible control has a
+# name a screen reader reads and is reachable with Tab, and the page is no wider than the
+# window (wide tables scroll inside their own box).
+USABILITY_PROBLEMS = '''
+const problems = [];
+for (const c of document.querySelectorAll('input, button, select, textarea, a[href]')) {
+  if (c.offsetParent === null) continue;
+  const named = (c.labels && c.labels.length) || c.getAttribute('aria-label') || c.getAttribute('aria-labelledby')
+    || (c.type !== 'checkbox' && c.textContent.trim()) || c.getAttribute('title');
+  const what = c.tagName.toLowerCase() + (c.id ? '#' + c.id : '');
+  if (!named) problems.push(what + ' has no label');
+  if (c.tabIndex < 0 || c.disabled) problems.push(what + ' cannot be reached with Tab');
+}
+if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+  problems.push('the page is ' + document.documentElement.scrollWidth + ' px wide in a ' + window.innerWidth + ' px window');
+}
+return problems;
+'''
+
+
 class Failure(Exception):
     pass
 
@@ -237,7 +257,9 @@ class Browser:
         time.sleep(0.3)
         path = os.path.join(self.artifacts, name + '.png')
         self.driver.save_screenshot(path)
+        problems = self.driver.execute_script(USABILITY_PROBLEMS)
         self.driver.set_window_size(1280, 800)
+        check(not problems, 'page %s at %d px: %s' % (name, width, problems))
         return path
 
     def console_errors(self):
@@ -378,6 +400,7 @@ def run(args, workdir):
         browser.find('#action-reason').clear()
         browser.find('#action-reason').send_keys('the stats service is back up')
         browser.screenshot('review')
+        browser.screenshot('review-390px', width=390)
         browser.find('#redrive-group').click()
         answer = wait_for('the re-drive answer', lambda: browser.visible('#action-result [data-outcome]'))
         check(answer.get_attribute('data-outcome') == 'ok' and '4 event' in answer.text, 'the re-drive answer: ' + answer.text)
@@ -444,6 +467,7 @@ def run(args, workdir):
         check(':%02d:%02d' % (local.minute, local.second) in time_el.text,
               'times are shown in the viewer\'s zone: %r for %s' % (time_el.text, utc))
         browser.screenshot('event')
+        browser.screenshot('event-390px', width=390)
         browser.go(host.base + '/console/#/event/' + redrive[0])
         wait_for('the consuming handler', lambda: browser.visible('#consumed-by tr[data-handler="scripted"]'))
         # Ordering: an event waits behind an earlier one of its aggregate that needs review.
@@ -511,6 +535,7 @@ def run(args, workdir):
         check(len(hosts) == 2 and all('mismatch' in (h.get_attribute('class') or '') for h in hosts),
               'both hosts of the mismatch are highlighted')
         browser.screenshot('fleet-mismatch')
+        browser.screenshot('fleet-390px', width=390)
         db.sql("DELETE FROM outbox_host WHERE host_id = 'old-host:7'")
         browser.driver.refresh()
         wait_for('the mismatch to go', lambda: browser.visible('#fleet-mismatches[data-empty]'))
