@@ -579,19 +579,27 @@
     const fleet = answer.data;
     const mismatchHosts = new Set();
     for (const m of fleet.mismatches || []) for (const set of m.handler_sets || []) for (const h of set.hosts || []) mismatchHosts.add(h);
+    for (const m of fleet.plugin_mismatches || []) for (const b of m.builds || []) for (const h of b.hosts || []) mismatchHosts.add(h);
+    // A build is named by the first 12 hex digits of its SHA-256; the whole digest on hover.
+    const build = (sha256) => el('span', { class: 'mono', 'data-sha256': sha256, title: 'SHA-256 ' + sha256, text: sha256.slice(0, 12) });
     const hostRows = (fleet.hosts || []).map((h) => el('tr', { 'data-host': h.host_id, class: mismatchHosts.has(h.host_id) ? 'mismatch' : null },
       el('td', { class: 'mono', text: h.host_id }),
       el('td', {}, el('span', { class: 'badge ' + h.state, text: h.state }), h.processing_enabled ? '' : ' (processing off)'),
       el('td', { text: h.version }),
       el('td', {}, (h.handlers || []).length ? el('ul', {}, (h.handlers || []).map((x) =>
         el('li', {}, el('strong', { text: x.handler }), ' — ', (x.event_types || []).join(', '),
-          el('br'), el('span', { class: 'hint mono', text: x.file + (x.abi ? ' (' + x.abi + ')' : '') })))) : el('span', { class: 'muted', text: 'none' })),
+          el('br'), el('span', { class: 'hint mono', text: x.file + (x.abi ? ' (' + x.abi + ')' : '') }),
+          x.sha256 ? [el('br'), el('span', { class: 'hint' }, 'build ', build(x.sha256))] : ''))) : el('span', { class: 'muted', text: 'none' })),
       el('td', {}, timeEl(h.last_heartbeat_at))));
 
     const mismatchRows = (fleet.mismatches || []).map((m) => el('tr', { 'data-event-type': m.event_type, class: 'mismatch' },
       el('td', { text: m.event_type }),
       el('td', {}, el('ul', {}, (m.handler_sets || []).map((s) =>
         el('li', {}, '[' + (s.handlers || []).join(', ') + '] on ', (s.hosts || []).join(', ')))))));
+
+    const buildRows = (fleet.plugin_mismatches || []).map((m) => el('tr', { 'data-handler': m.handler, class: 'mismatch' },
+      el('td', { text: m.handler }),
+      el('td', {}, el('ul', {}, (m.builds || []).map((b) => el('li', {}, build(b.sha256), ' on ', (b.hosts || []).join(', ')))))));
 
     // Every handler a host runs, and every paused one even when no host runs it now.
     const paused = new Map((fleet.paused || []).map((p) => [p.handler, p]));
@@ -622,6 +630,8 @@
       table('fleet-hosts', ['Host', 'State', 'Version', 'Handlers and plugins', 'Last heartbeat'], hostRows, 'No host has registered.'),
       el('h2', { text: 'Handler mismatches' }),
       table('fleet-mismatches', ['Event type', 'Handler sets'], mismatchRows, 'Every live host runs the same handlers for each event type.'),
+      el('h2', { text: 'Plugin builds that differ' }),
+      table('fleet-builds', ['Handler', 'Builds'], buildRows, 'Every live host runs the same build of each handler.'),
       el('h2', { text: 'Handlers' }),
       table('fleet-handlers', ['Handler', 'State', 'Paused', ''], handlerRows, 'No handler is loaded or paused.'));
   }

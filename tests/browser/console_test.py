@@ -522,23 +522,34 @@ def run(args, workdir):
               'a platform role sees the fleet link, not the company pages')
         wait_for('the fleet handlers', lambda: browser.visible('#fleet-handlers tr[data-handler="scripted"][data-paused="false"]'))
         check(browser.visible('#fleet-hosts tr[data-host]') is not None, 'the fleet lists the host')
-        check(browser.visible('#fleet-mismatches[data-empty]') is not None, 'one host: no mismatch')
-        # A host of the previous release that also runs a mailer for TestRequested joins the fleet
-        # (its registration as such a host writes it): both hosts are highlighted.
+        check(browser.visible('#fleet-mismatches[data-empty]') is not None and browser.visible('#fleet-builds[data-empty]') is not None,
+              'one host: no mismatch')
+        with open(args.plugin, 'rb') as plugin_file:
+            digest = hashlib.sha256(plugin_file.read()).hexdigest()
+        shown = browser.find('#fleet-hosts tr[data-host] [data-sha256]')
+        check(shown.get_attribute('data-sha256') == digest and shown.text == digest[:12],
+              'the host shows the SHA-256 of the plugin file it loaded: %s' % shown.get_attribute('data-sha256'))
+        # Another host joins (its registration writes this row) with another build of scripted
+        # and a mailer for TestRequested: both hosts are highlighted, both mismatches listed.
+        other = 'ab' * 32
         db.sql("INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, enabled, handlers) "
-               "VALUES ('old-host:7', '0.1.0', now(), now(), 60000, true, "
-               "'[{\"handler\": \"scripted\", \"event_types\": [\"TestRequested\"], \"file\": \"libfixture_scripted.so\", \"abi\": \"1.0\"}, "
-               "{\"handler\": \"mailer\", \"event_types\": [\"TestRequested\"], \"file\": \"libmailer.so\", \"abi\": \"1.0\"}]')")
+               "VALUES ('other-host:7', '0.2.0', now(), now(), 60000, true, "
+               "'[{\"handler\": \"scripted\", \"event_types\": [\"TestRequested\"], \"file\": \"libscripted.so\", "
+               "\"abi\": \"1.1\", \"sha256\": \"%s\"}, {\"handler\": \"mailer\", \"event_types\": [\"TestRequested\"], "
+               "\"file\": \"libmailer.so\", \"abi\": \"1.1\", \"sha256\": \"%s\"}]')" % (other, 'cd' * 32))
         browser.driver.refresh()
         wait_for('the mismatch', lambda: browser.visible('#fleet-mismatches tr.mismatch[data-event-type="TestRequested"]'))
+        builds = browser.visible('#fleet-builds tr.mismatch[data-handler="scripted"]')
+        check(builds is not None and {e.get_attribute('data-sha256') for e in builds.find_elements(browser.By.CSS_SELECTOR, '[data-sha256]')}
+              == {digest, other}, 'the two builds of scripted are listed')
         hosts = browser.find_all('#fleet-hosts tr[data-host]')
         check(len(hosts) == 2 and all('mismatch' in (h.get_attribute('class') or '') for h in hosts),
               'both hosts of the mismatch are highlighted')
         browser.screenshot('fleet-mismatch')
         browser.screenshot('fleet-390px', width=390)
-        db.sql("DELETE FROM outbox_host WHERE host_id = 'old-host:7'")
+        db.sql("DELETE FROM outbox_host WHERE host_id = 'other-host:7'")
         browser.driver.refresh()
-        wait_for('the mismatch to go', lambda: browser.visible('#fleet-mismatches[data-empty]'))
+        wait_for('the mismatch to go', lambda: browser.visible('#fleet-mismatches[data-empty]') and browser.visible('#fleet-builds[data-empty]'))
         browser.find('#fleet-handlers tr[data-handler="scripted"] [data-action="pause"]').click()
         wait_for('the handler to show paused', lambda: browser.visible('#fleet-handlers tr[data-handler="scripted"][data-paused="true"]'))
         check(db.sql("SELECT count(*) FROM outbox_handler_pause WHERE handler_name = 'scripted'") == '1', 'paused in the database')

@@ -86,6 +86,8 @@ TEST(HotPluginsE2E, StatusShowsTheFleetFlagsDifferentHandlerSetsAndAKilledHostAs
     EXPECT_NE(output.find("TestRequested:"), std::string::npos) << "the differing event type is flagged:\n" << output;
     EXPECT_NE(output.find("handlers {scripted,scripted-b} on host-a"), std::string::npos) << output;
     EXPECT_NE(output.find("handlers {scripted} on host-b"), std::string::npos) << output;
+    EXPECT_NE(output.find("PLUGIN BUILDS THAT DIFFER BETWEEN LIVE HOSTS\nnone"), std::string::npos)
+        << "both hosts load the same scripted file:\n" << output;
 
     b->signal(SIGKILL);
     b->wait(10s);

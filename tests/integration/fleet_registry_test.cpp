@@ -2,6 +2,7 @@
 // handler sets differ between live hosts.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 
 #include <pqxx/pqxx>
@@ -17,10 +18,10 @@ using namespace std::chrono_literals;
 using fleet::read_fleet;
 
 std::shared_ptr<const dispatch::HandlerSet> handlers_of(
-    const std::vector<std::pair<std::string, std::vector<std::string>>>& handlers) {
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& handlers, const std::string& sha256 = {}) {
     std::vector<dispatch::HandlerEntry> entries;
     for (const auto& [name, types] : handlers) {
-        entries.push_back({name, types, nullptr, {}, "lib" + name + ".so", "1.0 (sdk 1.0.0, libstdc++/cxx11)"});
+        entries.push_back({name, types, nullptr, {}, "lib" + name + ".so", "1.0 (sdk 1.0.0, libstdc++/cxx11)", sha256});
     }
     return std::make_shared<const dispatch::HandlerSet>(std::move(entries));
 }
@@ -63,6 +64,43 @@ TEST(FleetRegistry, HostsRecordTheirHandlersAndDisagreementsAreReported) {
     b_handlers.set(handlers_of({{"mailer", {"OrderPlaced"}}, {"audit", {"OrderPlaced"}}}));
     b.refresh();
     EXPECT_TRUE(wait_until([&] { return read_fleet(conn).mismatches.empty(); }, 5s));
+}
+
+TEST(FleetRegistry, HostsRunningDifferentBuildsOfAHandlerAreReported) {
+    TestDatabase db;
+    db::OutageLog outage;
+    const std::string old_build(64, 'a');
+    const std::string new_build(64, 'b');
+    dispatch::CurrentHandlers a_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}, old_build));
+    dispatch::CurrentHandlers b_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}, new_build));
+    fleet::FleetRegistry a(options_for(db, "host-a"), outage, a_handlers);
+    fleet::FleetRegistry b(options_for(db, "host-b"), outage, b_handlers);
+    std::jthread a_thread([&](std::stop_token stop) { a.run(stop); });
+    std::jthread b_thread([&](std::stop_token stop) { b.run(stop); });
+    // A host of a release that reports no digest runs the same handler: not counted either way.
+    db.exec(R"SQL(INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, enabled,
+                                           handlers)
+                  VALUES ('host-old', '0.1.0', now(), now(), 60000, true,
+                          '[{"handler": "mailer", "event_types": ["OrderPlaced"], "file": "libmailer.so", "abi": "1.0"}]'))SQL");
+    pqxx::connection conn(db.url());
+    ASSERT_TRUE(wait_until([&] { return read_fleet(conn).hosts.size() == 3; }, 5s));
+
+    auto view = read_fleet(conn);
+    EXPECT_TRUE(view.mismatches.empty()) << "the handler sets agree";
+    EXPECT_EQ(find_host(view, "host-a")->handlers.at(0).sha256, old_build);
+    ASSERT_EQ(view.build_mismatches.size(), 1u);
+    EXPECT_EQ(view.build_mismatches[0].handler, "mailer");
+    const std::map<std::string, std::vector<std::string>> expected{{old_build, {"host-a"}}, {new_build, {"host-b"}}};
+    EXPECT_EQ(view.build_mismatches[0].builds, expected);
+    const auto json = fleet::to_json(view);
+    EXPECT_EQ(json["plugin_mismatches"][0]["handler"], "mailer");
+    EXPECT_EQ(json["plugin_mismatches"][0]["builds"][1]["sha256"], new_build);
+    EXPECT_EQ(json["hosts"][0]["handlers"][0]["sha256"], old_build);
+
+    // The roll-out finishes: host-a runs the new build too.
+    a_handlers.set(handlers_of({{"mailer", {"OrderPlaced"}}}, new_build));
+    a.refresh();
+    EXPECT_TRUE(wait_until([&] { return read_fleet(conn).build_mismatches.empty(); }, 5s));
 }
 
 TEST(FleetRegistry, CleanStopIsShownAtOnceAndAKilledHostAsGone) {

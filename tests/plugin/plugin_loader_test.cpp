@@ -1,6 +1,7 @@
 #include "plugin/plugin_loader.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -114,6 +115,30 @@ TEST_F(PluginLoaderTest, GoodPluginLoadsWithNameEventTypesAndAbi) {
     EXPECT_EQ(plugin.event_types, std::vector<std::string>{"EchoRequested"});
     EXPECT_EQ(plugin.abi, "1.1 (sdk " OUTBOX_SDK_VERSION ", " OUTBOX_STDLIB_ABI ")");
     EXPECT_EQ(plugin.handler->handler_name(), "echo");
+}
+
+// coreutils' digest of a file, independent of the loader's own code.
+std::string sha256sum(const fs::path& file) {
+    const std::string command = "sha256sum '" + file.string() + "'";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (pipe == nullptr) return "popen failed";
+    char line[256] = {};
+    const bool read = std::fgets(line, sizeof line, pipe) != nullptr;
+    ::pclose(pipe);
+    return read ? std::string(line).substr(0, 64) : "sha256sum printed nothing";
+}
+
+TEST_F(PluginLoaderTest, EachLoadReportsTheSha256OfTheBytesItLoaded) {
+    const fs::path file = copy_fixture(plugin_dir_.path(), OUTBOX_FIXTURE_GOOD_ECHO);
+    const std::string first = expect_loaded(file).sha256;
+    EXPECT_EQ(first, sha256sum(file));
+    EXPECT_EQ(expect_loaded(file).sha256, first) << "the same file is the same build";
+    // Another build: the same plugin with one byte more (ignored by the dynamic loader).
+    std::ofstream(file, std::ios::app | std::ios::binary) << '\n';
+    const LoadedPlugin rebuilt = expect_loaded(file);
+    EXPECT_EQ(rebuilt.handler_name, "echo");
+    EXPECT_EQ(rebuilt.sha256, sha256sum(file));
+    EXPECT_NE(rebuilt.sha256, first);
 }
 
 TEST_F(PluginLoaderTest, HandlerWorksAfterTheOriginalFileIsDeleted) {

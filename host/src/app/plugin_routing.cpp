@@ -17,7 +17,8 @@ std::shared_ptr<const dispatch::HandlerSet> handler_set_from(const std::vector<p
     entries.reserve(plugins.size());
     for (const auto& plugin : plugins) {
         entries.push_back(dispatch::HandlerEntry{plugin.handler_name, plugin.event_types, plugin.handler,
-                                                 settings(plugin.handler_name), plugin.file, plugin.abi});
+                                                 settings(plugin.handler_name), plugin.file, plugin.abi,
+                                                 plugin.sha256});
     }
     return std::make_shared<const dispatch::HandlerSet>(std::move(entries));
 }
@@ -25,12 +26,13 @@ std::shared_ptr<const dispatch::HandlerSet> handler_set_from(const std::vector<p
 void report_change(const plugin::DirectoryChange& change, metrics::Metrics& metrics) {
     for (const auto& plugin : change.added) {
         log::info("plugin loaded: handler " + plugin.handler_name + " for " + joined(plugin.event_types) + ", ABI " +
-                      plugin.abi,
+                      plugin.abi + ", sha256 " + plugin.sha256.substr(0, 12),
                   {.handler = plugin.handler_name, .file = plugin.file.string()});
     }
     for (const auto& plugin : change.replaced) {
         log::info("plugin replaced: new claims of " + joined(plugin.event_types) + " go to the new version of " +
-                      plugin.handler_name + " (ABI " + plugin.abi + "); calls in flight finish on the old one",
+                      plugin.handler_name + " (ABI " + plugin.abi + ", sha256 " + plugin.sha256.substr(0, 12) +
+                      "); calls in flight finish on the old one",
                   {.handler = plugin.handler_name, .file = plugin.file.string()});
     }
     for (const auto& name : change.removed) {

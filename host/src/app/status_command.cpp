@@ -53,12 +53,13 @@ void print_fleet(const fleet::FleetView& view) {
     std::cout << "\nFLEET\n";
     std::cout << "releases: " << fleet::release_summary(view) << "\n";
     std::cout << std::setw(28) << "HOST" << std::setw(9) << "STATE" << std::setw(22) << "LAST HEARTBEAT"
-              << std::setw(22) << "RELEASE (SCHEMA)" << "HANDLERS (FILE, ABI)\n";
+              << std::setw(22) << "RELEASE (SCHEMA)" << "HANDLERS (FILE, ABI, SHA-256)\n";
     if (view.hosts.empty()) std::cout << "no host has registered yet\n";
     for (const auto& host : view.hosts) {
         std::string handlers;
         for (const auto& h : host.handlers) {
-            handlers += (handlers.empty() ? "" : "; ") + h.handler + " (" + h.file + ", " + h.abi + ")";
+            handlers += (handlers.empty() ? "" : "; ") + h.handler + " (" + h.file + ", " + h.abi +
+                        (h.sha256.empty() ? "" : ", " + h.sha256.substr(0, 12)) + ")";
         }
         if (!host.enabled) handlers = "[processing disabled] " + handlers;
         if (host.abandoned_threads > 0) {
@@ -79,6 +80,16 @@ void print_fleet(const fleet::FleetView& view) {
             for (const auto& n : names) handler_list += (handler_list.empty() ? "" : ",") + n;
             for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
             std::cout << "  handlers {" << handler_list << "} on " << host_list << "\n";
+        }
+    }
+    std::cout << "\nPLUGIN BUILDS THAT DIFFER BETWEEN LIVE HOSTS\n";
+    if (view.build_mismatches.empty()) std::cout << "none\n";
+    for (const auto& mismatch : view.build_mismatches) {
+        std::cout << mismatch.handler << ":\n";
+        for (const auto& [sha256, hosts] : mismatch.builds) {
+            std::string host_list;
+            for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
+            std::cout << "  sha256 " << sha256.substr(0, 12) << " on " << host_list << "\n";
         }
     }
 }

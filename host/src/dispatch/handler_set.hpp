@@ -20,7 +20,8 @@ struct HandlerEntry {
     std::shared_ptr<sdk::Handler> handler;  // keeps its plugin library loaded
     config::HandlerSettings settings;
     std::filesystem::path file;
-    std::string abi{};  // as the plugin's manifest states it, for the fleet registry
+    std::string abi{};     // as the plugin's manifest states it, for the fleet registry
+    std::string sha256{};  // of the plugin file as loaded, for the fleet registry
 };
 
 /// An immutable snapshot of the handlers a host routes to. Replaced as a whole (never

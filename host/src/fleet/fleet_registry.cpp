@@ -47,7 +47,8 @@ std::string handlers_json(const dispatch::HandlerSet& handlers) {
         list.push_back({{"handler", entry.name},
                         {"event_types", entry.event_types},
                         {"file", entry.file.filename().string()},
-                        {"abi", entry.abi}});
+                        {"abi", entry.abi},
+                        {"sha256", entry.sha256}});
     }
     return list.dump();
 }
@@ -73,7 +74,8 @@ FleetView read_fleet(pqxx::connection& conn) {
         for (const auto& item : nlohmann::json::parse(row[8].c_str())) {
             host.handlers.push_back(HostHandler{item.value("handler", ""),
                                                 item.value("event_types", std::vector<std::string>{}),
-                                                item.value("file", ""), item.value("abi", "")});
+                                                item.value("file", ""), item.value("abi", ""),
+                                                item.value("sha256", "")});
         }
         view.hosts.push_back(std::move(host));
     }
@@ -101,6 +103,18 @@ FleetView read_fleet(pqxx::connection& conn) {
         }
         if (mismatch.handler_sets.size() > 1) view.mismatches.push_back(std::move(mismatch));
     }
+
+    // The same handler from different builds (a roll-out in progress, or one host left
+    // behind). Hosts of a release that reports no digest are left out, not guessed.
+    std::map<std::string, std::map<std::string, std::vector<std::string>>> builds;
+    for (const HostRecord* host : processing) {
+        for (const auto& handler : host->handlers) {
+            if (!handler.sha256.empty()) builds[handler.handler][handler.sha256].push_back(host->host_id);
+        }
+    }
+    for (auto& [handler, by_digest] : builds) {
+        if (by_digest.size() > 1) view.build_mismatches.push_back({handler, std::move(by_digest)});
+    }
     return view;
 }
 
@@ -125,7 +139,11 @@ nlohmann::json to_json(const FleetView& view) {
     for (const auto& host : view.hosts) {
         nlohmann::json handlers = nlohmann::json::array();
         for (const auto& h : host.handlers) {
-            handlers.push_back({{"handler", h.handler}, {"event_types", h.event_types}, {"file", h.file}, {"abi", h.abi}});
+            handlers.push_back({{"handler", h.handler},
+                                {"event_types", h.event_types},
+                                {"file", h.file},
+                                {"abi", h.abi},
+                                {"sha256", h.sha256}});
         }
         hosts.push_back({{"host_id", host.host_id},
                          {"version", host.version},
@@ -146,7 +164,13 @@ nlohmann::json to_json(const FleetView& view) {
         }
         mismatches.push_back({{"event_type", mismatch.event_type}, {"handler_sets", sets}});
     }
-    return {{"hosts", hosts}, {"mismatches", mismatches}};
+    nlohmann::json plugin_mismatches = nlohmann::json::array();
+    for (const auto& mismatch : view.build_mismatches) {
+        nlohmann::json builds = nlohmann::json::array();
+        for (const auto& [sha256, host_ids] : mismatch.builds) builds.push_back({{"sha256", sha256}, {"hosts", host_ids}});
+        plugin_mismatches.push_back({{"handler", mismatch.handler}, {"builds", builds}});
+    }
+    return {{"hosts", hosts}, {"mismatches", mismatches}, {"plugin_mismatches", plugin_mismatches}};
 }
 
 void FleetRegistry::write(pqxx::connection& conn, bool stopping) {

@@ -24,6 +24,7 @@ struct HostHandler {
     std::vector<std::string> event_types;
     std::string file;
     std::string abi;
+    std::string sha256;  // of the plugin file as loaded; empty from a release that does not report it
 };
 
 /// One row of outbox_host, as read back.
@@ -48,9 +49,16 @@ struct Mismatch {
     std::map<std::set<std::string>, std::vector<std::string>> handler_sets;
 };
 
+/// A handler that live hosts run from different plugin builds: SHA-256 -> host ids.
+struct BuildMismatch {
+    std::string handler;
+    std::map<std::string, std::vector<std::string>> builds;
+};
+
 struct FleetView {
     std::vector<HostRecord> hosts;  // live first, then gone, each by host_id
     std::vector<Mismatch> mismatches;
+    std::vector<BuildMismatch> build_mismatches;
 };
 
 /// "0.2.0 on 2 live hosts (schema 12); 0.1.0 on 1 live host (schema unrecorded)", newest
@@ -61,7 +69,8 @@ std::string release_summary(const FleetView& view);
 FleetView read_fleet(pqxx::connection& conn);
 
 /// {"hosts": [{host_id, version, state, started_at, last_heartbeat_at, handlers: [...]}],
-///  "mismatches": [{"event_type", "handler_sets": [{"handlers": [...], "hosts": [...]}]}]}
+///  "mismatches": [{"event_type", "handler_sets": [{"handlers": [...], "hosts": [...]}]}],
+///  "plugin_mismatches": [{"handler", "builds": [{"sha256", "hosts": [...]}]}]}
 nlohmann::json to_json(const FleetView& view);
 
 /// Keeps this host's row in outbox_host up to date: written at start, on every

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,7 +108,7 @@ std::string errno_text(int error) { return std::error_code(error, std::generic_c
 /// is taken (another loader may share the directory). Refuses anything but a regular file,
 /// so a FIFO or device cannot block or confuse the copy. Sets `to` once the copy exists.
 std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, const fs::path& dir,
-                                               unsigned long long& counter, fs::path& to) {
+                                               unsigned long long& counter, fs::path& to, std::string& sha256) {
     struct stat info {};
     if (::fstat(in, &info) != 0) return "cannot stat it: " + errno_text(errno);
     if (!S_ISREG(info.st_mode)) return std::string("not a regular file");
@@ -121,6 +123,9 @@ std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, con
             return "cannot create a private copy in " + dir.string() + ": " + errno_text(errno);
         }
     }
+    // The digest is of exactly the bytes copied, so it names the code that is loaded.
+    const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> digest(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+    if (!digest || EVP_DigestInit_ex(digest.get(), EVP_sha256(), nullptr) != 1) return std::string("cannot start its SHA-256");
     std::vector<char> buffer(std::size_t{1} << 16);
     for (off_t offset = 0;;) {
         const ssize_t got = ::pread(in, buffer.data(), buffer.size(), offset);
@@ -128,6 +133,7 @@ std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, con
         if (got < 0) return "cannot read it: " + errno_text(errno);
         if (got == 0) break;
         offset += got;
+        EVP_DigestUpdate(digest.get(), buffer.data(), static_cast<std::size_t>(got));
         for (ssize_t done = 0; done < got;) {
             const ssize_t put = ::write(out.fd, buffer.data() + done, static_cast<std::size_t>(got - done));
             if (put < 0 && errno == EINTR) continue;
@@ -138,6 +144,15 @@ std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, con
     const int closed = ::close(out.fd);
     out.fd = -1;
     if (closed != 0) return "cannot write the private copy: " + errno_text(errno);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_length = 0;
+    if (EVP_DigestFinal_ex(digest.get(), md, &md_length) != 1) return std::string("cannot finish its SHA-256");
+    static constexpr char kHex[] = "0123456789abcdef";
+    sha256.clear();
+    for (unsigned int i = 0; i < md_length; ++i) {
+        sha256 += kHex[md[i] >> 4];
+        sha256 += kHex[md[i] & 0x0f];
+    }
     return std::nullopt;
 }
 
@@ -304,7 +319,8 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
     // Load a private copy: a file replaced or rewritten in place in the plugin directory
     // then cannot change code that is already mapped.
     RemoveOnExit copy;
-    if (auto bad = copy_to_private_dir(fd, file, private_dir, copies_, copy.path)) return reject(file, *bad);
+    std::string sha256;
+    if (auto bad = copy_to_private_dir(fd, file, private_dir, copies_, copy.path, sha256)) return reject(file, *bad);
 
     // Declared before every plugin object so it is destroyed after them.
     boost::dll::shared_library library;
@@ -364,7 +380,7 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
         if (!section_name && options_.config_optional) {
             // `plugins check` without a config file: a handler that needs its section is
             // not an error there; it is reported without event types.
-            return LoadedPlugin{file, promised, {}, abi, nullptr};
+            return LoadedPlugin{file, promised, {}, abi, nullptr, sha256};
         }
         return reject(file, "constructor threw an exception (" + made.error + ") with " + given +
                                 (promised.empty() ? unnamed_hint : std::string()));
@@ -417,7 +433,7 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
 
     sdk::Handler* raw = handler.release();
     return LoadedPlugin{file, std::move(name), std::move(unique_types), abi,
-                        std::shared_ptr<sdk::Handler>(raw, DeleteThenUnload{std::move(library)})};
+                        std::shared_ptr<sdk::Handler>(raw, DeleteThenUnload{std::move(library)}), std::move(sha256)};
 } catch (...) {
     // Only host-side failures (allocation, filesystem) get here; plugin calls catch their own.
     return reject(file, "unexpected error while loading (" + current_exception_type() + ")");

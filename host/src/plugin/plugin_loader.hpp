@@ -22,6 +22,9 @@ struct LoadedPlugin {
     /// unloading). Null only with LoaderOptions::config_optional, for a plugin that could
     /// not be constructed without its config section (event_types is then empty).
     std::shared_ptr<sdk::Handler> handler;
+    /// SHA-256 (lower-case hex) of the file's bytes as loaded: which build this is, whatever
+    /// its name, so hosts running different builds of one handler can be told apart.
+    std::string sha256{};
 };
 
 /// A plugin file that was refused; `reason` is one sentence (no plugin what() text).
