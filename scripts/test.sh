@@ -11,7 +11,7 @@
 # standby: scripts/test.sh -L failover.
 # Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
 # (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the PgBouncer tier
-# (ctest -L pgbouncer, about 65 s, bounded to 7 minutes), the failover test (ctest -L
+# (ctest -L pgbouncer, 70-90 s, bounded to 7 minutes), the failover test (ctest -L
 # failover, 30-65 s, bounded to 7 minutes), the benchmark's smoke run
 # (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
 # scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
@@ -26,8 +26,10 @@ build_dir=${OUTBOX_BUILD_DIR:-$root/build}
 
 "$root/scripts/install-deps.sh"
 
+build_started=$SECONDS
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=ON
 cmake --build "$build_dir" -j"$(nproc)"
+durations=("build: $((SECONDS - build_started)) s")
 
 # Under /tmp: the postgres user must reach it, and the socket path must stay short.
 pg_dir=$(mktemp -d /tmp/outbox-pg.XXXXXX)
@@ -56,7 +58,11 @@ stage() {
   stage_count=$((stage_count + 1))
   local log="$stage_logs/$stage_count.log"
   local code=0
+  local started=$SECONDS
   timeout -k 30 "$limit" "$@" 2>&1 | tee "$log" || code=${PIPESTATUS[0]}
+  local command="$*"
+  command=${command//"$build_dir"/build}
+  durations+=("${command//"$root/"/}: $((SECONDS - started)) s")
   if ((code != 0)); then
     failed+=("$*")
     failed_logs+=("$log")
@@ -77,7 +83,7 @@ as_root=()
 # later runs reuse it from the build directory).
 stage 1800 "$root/scripts/upgrade-test.sh" "$build_dir"
 # Six hosts through PgBouncer in transaction mode, with kill -9s and a PgBouncer restart
-# (its own PostgreSQL cluster and PgBouncer on loopback; about 65 s).
+# (its own PostgreSQL cluster and PgBouncer on loopback; 70-90 s).
 stage 420 ctest --test-dir "$build_dir" --output-on-failure -L pgbouncer
 # Failover to a promoted standby (label failover: a primary, a synchronous standby and three
 # hosts of its own on loopback; 30-65 s).
@@ -97,6 +103,8 @@ stage 120 "$root/scripts/check-observability.sh"
 # Installs, upgrades and purges the Debian packages on this machine (root: it is a throwaway
 # CI machine, or a developer's who asked for the whole suite).
 stage 2400 "${as_root[@]}" "$root/scripts/package-test.sh"
+# How long each stage took, for the README's table (the whole run: $SECONDS s).
+printf 'test.sh: took %s\n' "${durations[@]}" "in all: $SECONDS s" >&2
 if ((${#failed[@]})); then
   for log in "${failed_logs[@]}"; do
     echo "test.sh: ===== the last 150 lines of a failed stage ($log) =====" >&2
