@@ -47,7 +47,8 @@ TEST(FleetLimiter, ThreeHostsTogetherNeverExceedTheRateInAnyOneSecondWindow) {
     create_scripted_effect_table(db.url());
     constexpr int kRate = 10;
     constexpr int kEvents = 45;
-    publish_many(db.url(), "TestRequested", R"({"db": true})", kEvents);
+    // Each row records when its call started: what the limit spaces out.
+    publish_many(db.url(), "TestRequested", R"({"db": true, "db_at_start": true})", kEvents);
     config::HandlerSettings settings;
     settings.rate_limit_per_second = kRate;
     auto hosts = three_hosts(db, settings);
