@@ -431,9 +431,15 @@
     if (admin) {
       const redriveGroup = el('button', { type: 'button', id: 'redrive-group', text: 'Re-drive the whole group' });
       const redriveSelected = el('button', { type: 'button', id: 'redrive-selected', class: 'secondary', text: 'Re-drive selected events' });
-      redriveGroup.addEventListener('click', () => {
+      redriveGroup.addEventListener('click', async () => {
         if (!checkReason()) return;
-        redriveGroupEvents(group, reason, result, refresh);
+        // A group can take several requests: a second click meanwhile would start a second pass.
+        redriveGroup.disabled = true;
+        try {
+          await redriveGroupEvents(group, reason, result, refresh);
+        } finally {
+          redriveGroup.disabled = false;
+        }
       });
       redriveSelected.addEventListener('click', () => {
         if (!checkReason()) return;
