@@ -16,6 +16,7 @@ packages=(
   python3 # the documentation checks: examples extracted, links and anchors, the config reference
   socat # the fault tier's TCP proxy, frozen to make the path to PostgreSQL go silent
   postgresql-15 # includes the contrib modules on Debian 12
+  ccache # the package and previous-release builds reuse the test build's objects (scripts/ccache.sh)
   pgbouncer # the pgbouncer test tier runs hosts through it in transaction mode (ctest -L pgbouncer)
   libsystemd-dev # sd_notify: readiness, status and watchdog under systemd
   systemd # systemd-analyze verify of the unit (scripts/package-test.sh)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian packages outboxd, outboxd-sdk-dev and outboxd-sample-plugins with
-# CPack from a Release build directory (tests, benchmark and fuzzers off):
+# CPack from an optimised build directory (tests, benchmark and fuzzers off):
 #   scripts/package.sh [--build-dir DIR] [--release N]
 # --release sets the Debian revision (<version>-N, default 1): a rebuild with a higher N
 # upgrades an installed one. The .deb files are written to the build directory, and their
@@ -18,13 +18,11 @@ while (($#)); do
   esac
 done
 
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
-# Without -Werror: at -O3 g++ 12 reports false -Wrestrict positives inside libstdc++'s
-# string concatenation (GCC bug 105651); the warnings-as-errors build is scripts/test.sh's.
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_WERROR=OFF \
+# shellcheck source=scripts/ccache.sh
+source "$root/scripts/ccache.sh"
+# Debian's way: -O2 with debug information, stripped into the packages (CPACK_STRIP_FILES).
+# The flags are scripts/test.sh's, so with ccache this build reuses the test build's objects.
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON \
   -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_BENCH=OFF -DOUTBOX_BUILD_FUZZERS=OFF -DOUTBOX_BUILD_PLUGINS=ON \
   -DOUTBOX_SYSTEM_PACKAGE=ON -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
   -DOUTBOX_PACKAGE_RELEASE="$release" "${launcher[@]}" >/dev/null

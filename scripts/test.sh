@@ -26,8 +26,11 @@ build_dir=${OUTBOX_BUILD_DIR:-$root/build}
 
 "$root/scripts/install-deps.sh"
 
+# shellcheck source=scripts/ccache.sh
+source "$root/scripts/ccache.sh"
 build_started=$SECONDS
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=ON
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=ON \
+  "${launcher[@]}"
 cmake --build "$build_dir" -j"$(nproc)"
 durations=("build: $((SECONDS - build_started)) s")
 

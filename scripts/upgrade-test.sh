@@ -2,7 +2,7 @@
 # Rolling-upgrade test: the previous release's hosts keep processing while this tree's
 # migrations are applied, then are replaced one at a time by this tree's hosts.
 #   scripts/upgrade-test.sh [BUILD_DIR]      (default: build/, must hold this tree's outboxd)
-# The previous release (PREV below) is built once, Release, under BUILD_DIR/upgrade-prev/ and
+# The previous release (PREV below) is built once under BUILD_DIR/upgrade-prev/ and
 # reused by later runs. It needs the commit in this clone's history: a shallow clone fails
 # with a message saying so. A PostgreSQL is started on a free loopback port and stopped.
 # Bounded: every wait below has a deadline; the stage takes about 40 s once the previous
@@ -32,18 +32,19 @@ if [[ ! -f $prev_dir/src/CMakeLists.txt ]]; then
   mkdir -p "$prev_dir/src"
   git -C "$root" archive "$PREV" | tar -x -C "$prev_dir/src"
 fi
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+# shellcheck source=scripts/ccache.sh
+source "$root/scripts/ccache.sh"
+# Built with scripts/test.sh's flags, one level below its source as build/ is: with ccache,
+# every file the two releases share is reused from this tree's build.
+prev_build=$prev_dir/src/build
+if [[ ! -x $prev_build/host/outboxd || ! -f $prev_build/tests/fixtures/libfixture_scripted.so ]]; then
+  say "building the previous release $PREV (outboxd and the scripted fixture plugin) in $prev_build"
+  cmake -S "$prev_dir/src" -B "$prev_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON \
+    -DOUTBOX_BUILD_TESTS=ON -DOUTBOX_BUILD_PLUGINS=OFF "${launcher[@]}" >/dev/null
+  cmake --build "$prev_build" -j"$(nproc)" --target outboxd fixture_scripted
 fi
-if [[ ! -x $prev_dir/build/host/outboxd || ! -f $prev_dir/build/tests/fixtures/libfixture_scripted.so ]]; then
-  say "building the previous release $PREV (outboxd and the scripted fixture plugin) in $prev_dir/build"
-  cmake -S "$prev_dir/src" -B "$prev_dir/build" -DCMAKE_BUILD_TYPE=Release -DOUTBOX_BUILD_TESTS=ON \
-    -DOUTBOX_BUILD_PLUGINS=OFF "${launcher[@]}" >/dev/null
-  cmake --build "$prev_dir/build" -j"$(nproc)" --target outboxd fixture_scripted
-fi
-old_bin=$prev_dir/build/host/outboxd
-old_plugin=$prev_dir/build/tests/fixtures/libfixture_scripted.so
+old_bin=$prev_build/host/outboxd
+old_plugin=$prev_build/tests/fixtures/libfixture_scripted.so
 
 # --- a throwaway PostgreSQL and the processes of this run, all stopped on exit ----------
 work=$(mktemp -d /tmp/outbox-upgrade.XXXXXX)

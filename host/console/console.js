@@ -659,8 +659,10 @@
 
     const kept = sessionStorage.getItem(TOKEN_KEY);
     if (kept) return signIn(kept);
-    if (!sessionStorage.getItem(SIGNED_OUT_KEY)) {
-      // Behind a reverse proxy that puts the operator's token into admin.console_token_header.
+    // Behind a reverse proxy that puts the operator's token into admin.console_token_header
+    // (the host marks the page so; otherwise there is nothing to ask, and no failed request).
+    const proxied = document.querySelector('meta[name="outboxd-proxy-session"]');
+    if (proxied && proxied.content === 'on' && !sessionStorage.getItem(SIGNED_OUT_KEY)) {
       const session = await api('GET', '/console/session');
       if (session.ok && session.data && session.data.token) return signIn(session.data.token);
     }

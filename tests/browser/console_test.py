@@ -160,8 +160,7 @@ class Host:
         env = {k: v for k, v in os.environ.items() if not k.startswith('OUTBOX_')}
         env.update({'OUTBOX_DATABASE_URL': database_url, 'OUTBOX_PLUGIN_DIR': plugins,
                     'OUTBOX_POLL_INTERVAL': '100ms', 'OUTBOX_ADMIN_LISTEN': '127.0.0.1:%d' % self.port,
-                    'OUTBOX_ADMIN_JWT_SECRET': SECRET, 'OUTBOX_LOG_LEVEL': 'warn', 'OUTBOX_SHUTDOWN_TIMEOUT': '5s',
-                    'OUTBOX_ADMIN_CONSOLE_TOKEN_HEADER': PROXY_HEADER})
+                    'OUTBOX_ADMIN_JWT_SECRET': SECRET, 'OUTBOX_LOG_LEVEL': 'warn', 'OUTBOX_SHUTDOWN_TIMEOUT': '5s'})
         migrate = subprocess.run([outboxd, 'migrate'], env=env, capture_output=True, text=True, timeout=120)
         if migrate.returncode != 0:
             raise Failure('outboxd migrate failed: ' + migrate.stderr[-2000:])
@@ -224,6 +223,7 @@ class Browser:
         self.driver = webdriver.Chrome(service=service, options=options)
         self.driver.set_page_load_timeout(TIMEOUT)
         self.artifacts = artifacts
+        self.severe = []
 
     def quit(self):
         self.driver.quit()
@@ -262,9 +262,26 @@ class Browser:
         check(not problems, 'page %s at %d px: %s' % (name, width, problems))
         return path
 
+    def new_console_errors(self):
+        """Messages the page logged at SEVERE since the last call (a CSP violation or a failed
+        request lands here)."""
+        fresh = [e['message'] for e in self.driver.get_log('browser') if e.get('level') == 'SEVERE']
+        self.severe.extend(fresh)
+        return fresh
+
     def console_errors(self):
-        """Messages the page logged at SEVERE (a CSP violation lands here)."""
-        return [e['message'] for e in self.driver.get_log('browser') if e.get('level') == 'SEVERE']
+        """Every SEVERE message of the whole run."""
+        self.new_console_errors()
+        return list(self.severe)
+
+    def clean_load(self, url, ready, what):
+        """A normal page load logs nothing at SEVERE: no failed request, no CSP violation."""
+        self.new_console_errors()
+        self.go(url)
+        self.wait_visible(ready, what)
+        time.sleep(0.5)  # requests the page starts after it shows
+        errors = self.new_console_errors()
+        check(not errors, 'loading %s logged at SEVERE: %s' % (what, errors))
 
 
 def sign_in(browser, host, jwt):
@@ -336,12 +353,16 @@ def run(args, workdir):
         check(status == 308 and headers.get('Location') == '/console/', '/console redirects to /console/')
         status, _, body = host.request('GET', '/console/missing.js')
         check(status == 404 and json.loads(body)['error']['code'] == 'NOT_FOUND', 'an unknown console file is 404 JSON')
-        status, _, body = host.request('GET', '/console/session', headers={PROXY_HEADER: 'proxy-token'})
-        check(status == 200 and json.loads(body) == {'token': 'proxy-token'}, '/console/session echoes the proxy header')
-        status, _, _ = host.request('GET', '/console/session')
-        check(status == 404, '/console/session without the header is 404')
+        status, _, body = host.request('GET', '/console/session', headers={PROXY_HEADER: token('x@acme', 'HR', OURS)})
+        check(status == 404 and json.loads(body)['error']['code'] == 'NO_CONSOLE_SESSION',
+              '/console/session is 404 while admin.console_token_header is not configured')
+        check('<meta name="outboxd-proxy-session" content="off">' in host.request('GET', '/console/')[2],
+              'the page is marked as having no proxy session')
 
         browser = Browser(args.artifacts)
+        # With no proxy header configured the page asks nothing it cannot have: a normal
+        # load logs nothing at SEVERE (no 404 from /console/session).
+        browser.clean_load(host.base + '/console/', '#signin-form input[name="token"]', 'the sign-in page')
 
         # A bad token: the API's own message on the sign-in form, nothing kept.
         status, _, body = host.request('GET', '/api/v1/admin/me', headers={'Authorization': 'Bearer not-a-token'})
@@ -610,10 +631,22 @@ def run(args, workdir):
 
         # Behind a proxy that puts the operator's token into admin.console_token_header: the
         # page signs in by itself (the header is added to the browser's requests here).
+        host.stop()
+        host.env['OUTBOX_ADMIN_CONSOLE_TOKEN_HEADER'] = PROXY_HEADER
+        host.start()
+        proxied = token('hal@acme', 'HR', OURS)
+        status, _, body = host.request('GET', '/console/session', headers={PROXY_HEADER: proxied})
+        check(status == 200 and json.loads(body) == {'token': proxied}, '/console/session echoes the proxy header')
+        status, _, _ = host.request('GET', '/console/session')
+        check(status == 404, '/console/session without the header is 404')
+        status, _, _ = host.request('GET', '/console/session', headers={PROXY_HEADER: 'not a token'})
+        check(status == 400, '/console/session refuses a header value that is not a JWT')
+        check('<meta name="outboxd-proxy-session" content="on">' in host.request('GET', '/console/')[2],
+              'the page is marked as having a proxy session')
         browser.driver.execute_cdp_cmd('Network.enable', {})
-        browser.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {PROXY_HEADER: token('hal@acme', 'HR', OURS)}})
+        browser.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {PROXY_HEADER: proxied}})
         browser.driver.execute_script('sessionStorage.clear()')
-        browser.go(host.base + '/console/')
+        browser.clean_load(host.base + '/console/', '#who-sub', 'the page signed in by the proxy')
         wait_for('the proxy sign-in', lambda: browser.text('#who-sub') == 'hal@acme')
         check(browser.text('#who-role') == 'HR', 'the proxy token\'s role is shown')
         wait_for('the HR overview', lambda: page_counts(browser) == db.counts(OURS))

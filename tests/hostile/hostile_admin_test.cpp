@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "integration/admin_support.hpp"
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/temp_dir.hpp"
@@ -80,8 +82,9 @@ struct Answer {
     std::string body;
 };
 
-/// Reads one HTTP answer (status line, headers, Content-Length body) within `timeout`.
-Answer read_answer(int fd, std::chrono::milliseconds timeout) {
+/// Reads one HTTP answer (status line, headers, Content-Length body unless `head_only`, as
+/// for HEAD) within `timeout`.
+Answer read_answer(int fd, std::chrono::milliseconds timeout, bool head_only = false) {
     const auto deadline = Clock::now() + timeout;
     std::string data;
     char buffer[4096];
@@ -90,7 +93,7 @@ Answer read_answer(int fd, std::chrono::milliseconds timeout) {
         if (head_end != std::string::npos) {
             std::size_t length = 0;
             const auto at = data.find("Content-Length: ");
-            if (at != std::string::npos && at < head_end) length = std::stoul(data.substr(at + 16));
+            if (at != std::string::npos && at < head_end && !head_only) length = std::stoul(data.substr(at + 16));
             if (data.size() >= head_end + 4 + length && data.rfind("HTTP/1.1 ", 0) == 0) {
                 return {std::stoi(data.substr(9, 3)), data.substr(head_end + 4, length)};
             }
@@ -142,19 +145,21 @@ protected:
         fs::create_directory(plugins);
         fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugins / "libscripted.so");
         port_ = free_port();
-        host_ = std::make_unique<ChildProcess>(
-            std::vector<std::string>{OUTBOXD_BINARY, "run"},
-            std::map<std::string, std::string>{{"OUTBOX_DATABASE_URL", db_.url()},
+        std::map<std::string, std::string> env{{"OUTBOX_DATABASE_URL", db_.url()},
                                                {"OUTBOX_PLUGIN_DIR", plugins.string()},
                                                {"OUTBOX_POLL_INTERVAL", "100ms"},
                                                {"OUTBOX_ADMIN_LISTEN", "127.0.0.1:" + std::to_string(port_)},
                                                {"OUTBOX_ADMIN_JWT_SECRET", kSecret},
                                                {"OUTBOX_ADMIN_REQUEST_TIMEOUT", "3s"},
                                                {"OUTBOX_LOG_LEVEL", "warn"},
-                                               {"OUTBOX_SHUTDOWN_TIMEOUT", "5s"}},
-            (dir_.path() / "host.log").string());
+                                               {"OUTBOX_SHUTDOWN_TIMEOUT", "5s"}};
+        if (!console_token_header().empty()) env["OUTBOX_ADMIN_CONSOLE_TOKEN_HEADER"] = console_token_header();
+        host_ = std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"}, env,
+                                               (dir_.path() / "host.log").string());
         ASSERT_TRUE(wait_until([&] { return probe().status == 200; }, 20s)) << read_file(log_path());
     }
+    /// admin.console_token_header for this fixture's host (empty: unset).
+    [[nodiscard]] virtual std::string console_token_header() const { return {}; }
     void TearDown() override {
         if (!host_) return;
         host_->signal(SIGTERM);
@@ -381,6 +386,310 @@ TEST_F(HostileAdmin, AttacksAreRefusedWithTheirStatusWhileTheHostStaysLiveAndBou
         },
         30s))
         << "every event published during the attack completes";
+    EXPECT_EQ(probe().status, 200);
+}
+
+
+int open_descriptors(pid_t pid) {
+    std::error_code ec;
+    int count = 0;
+    for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        ++count;
+    }
+    return count;
+}
+
+// M1: a flood of connections from 20 addresses (more than the global cap can hold at 32 per
+// address) plus 200 slow ones never fails a probe from another address, and the refused
+// connections are closed at once, so the host's descriptors stay bounded.
+TEST_F(HostileAdmin, AConnectionFloodFromManyAddressesNeverStarvesTheProbesOrTheDescriptors) {
+    rlimit limit{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+    limit.rlim_cur = limit.rlim_max;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &limit), 0);
+    ASSERT_GE(limit.rlim_cur, 4000u) << "the test holds 3,200 connections itself";
+    const pid_t pid = host_->pid();
+    publish_many(db_.url(), "TestRequested", "{}", 10);
+    ASSERT_TRUE(wait_until([&] { return db_.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "10"; }, 20s));
+    const int baseline = open_descriptors(pid);
+    // admin.max_connections (512) and the 64 probe places, over what the host held before.
+    const int bound = baseline + 512 + 64 + 16;
+
+    constexpr const char* kFloodProber = "127.0.0.22";
+    constexpr const char* kFloodSlow = "127.0.0.23";
+    std::atomic<bool> running{true};
+    std::atomic<int> peak{baseline};
+    std::thread watcher([&] {
+        while (running) {
+            peak = std::max(peak.load(), open_descriptors(pid));
+            std::this_thread::sleep_for(20ms);
+        }
+    });
+    std::atomic<int> published{10};
+    std::thread publisher([&] {
+        while (running) {
+            publish_many(db_.url(), "TestRequested", "{}", 5);
+            published += 5;
+            std::this_thread::sleep_for(200ms);
+        }
+    });
+    std::mutex failures_mutex;
+    std::vector<std::string> probe_failures;
+    std::atomic<int> probes{0};
+    std::thread prober([&] {
+        while (running) {
+            const auto started = Clock::now();
+            const int fd = connect_from(kFloodProber, port_);
+            Answer answer;
+            if (fd >= 0) {
+                const std::string request = "GET /healthz HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+                ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+                answer = read_answer(fd, 1s);
+                ::close(fd);
+            }
+            ++probes;
+            const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+            if (answer.status != 200 || took > 1s) {
+                std::lock_guard lock(failures_mutex);
+                probe_failures.push_back("status " + std::to_string(answer.status) + " after " + std::to_string(took.count()) + " ms");
+            }
+            std::this_thread::sleep_for(200ms);
+        }
+    });
+
+    std::vector<int> held;
+    int refused_connects = 0;
+    for (int i = 0; i < 200; ++i) {
+        const int fd = connect_from(kFloodSlow, port_);
+        if (fd < 0) ++refused_connects; else held.push_back(fd);
+    }
+    for (int i = 0; i < 3000; ++i) {
+        const std::string source = "127.0.0." + std::to_string(2 + i % 20);
+        const int fd = connect_from(source.c_str(), port_);
+        if (fd < 0) ++refused_connects; else held.push_back(fd);
+    }
+    // The slow ones trickle a head; the flood sends nothing and just holds on.
+    const std::string head = "GET /api/v1/admin/outbox-events HTTP/1.1\r\nHost: h\r\n";
+    for (int step = 0; step < 10; ++step) {
+        for (std::size_t i = 0; i < 200 && i < held.size(); ++i) ::send(held[i], &head[step % head.size()], 1, MSG_NOSIGNAL);
+        std::this_thread::sleep_for(500ms);
+    }
+    for (const int fd : held) ::close(fd);
+    std::this_thread::sleep_for(1s);
+    running = false;
+    watcher.join();
+    publisher.join();
+    prober.join();
+
+    std::cout << "flood: " << held.size() << " connections held, " << refused_connects << " connects failed, " << probes
+              << " probes, host descriptors " << baseline << " -> peak " << peak << " (bound " << bound << ")" << std::endl;
+    EXPECT_TRUE(probe_failures.empty()) << ::testing::PrintToString(probe_failures);
+    EXPECT_GE(probes, 20);
+    EXPECT_LE(peak.load(), bound) << "descriptors the host held during the flood";
+    EXPECT_TRUE(wait_until([&] {
+        return std::stoi(db_.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'")) == published.load();
+    }, 30s)) << "every event published during the flood completes";
+    const Answer metrics = [&] {
+        const int fd = connect_from(kProber, port_);
+        const std::string request = "GET /metrics HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+        ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+        Answer answer = read_answer(fd, 5s);
+        ::close(fd);
+        return answer;
+    }();
+    const auto at = metrics.body.find("\noutbox_admin_connections_refused_total ");
+    ASSERT_NE(at, std::string::npos) << metrics.body.substr(0, 200);
+    EXPECT_GT(std::stol(metrics.body.substr(at + 40)), 1000) << "refused connections are counted";
+    EXPECT_EQ(probe().status, 200);
+}
+
+// Hostile bytes in every route (H1): non-UTF-8, NUL, CR, overlong UTF-8, bidi overrides,
+// oversized and empty values in the path, the query and every header a route reads, signed
+// in and not. Every request gets a complete answer (never a 5xx other than 503), every error
+// answer is JSON, and the host keeps serving and completing events throughout.
+struct Route {
+    std::string method;
+    std::string path;  // {param} is where a path value goes
+};
+
+const std::vector<Route>& every_route() {
+    static const std::vector<Route> routes{
+        {"GET", "/healthz"},
+        {"GET", "/readyz"},
+        {"GET", "/metrics"},
+        {"GET", "/console"},
+        {"GET", "/console/"},
+        {"GET", "/console/session"},
+        {"HEAD", "/console/session"},
+        {"GET", "/console/{param}"},
+        {"GET", "/api/v1/admin/me"},
+        {"GET", "/api/v1/admin/fleet"},
+        {"GET", "/api/v1/admin/overview"},
+        {"GET", "/api/v1/admin/review-groups"},
+        {"GET", "/api/v1/admin/outbox-events"},
+        {"GET", "/api/v1/admin/outbox-events/{param}"},
+        {"GET", "/api/v1/admin/outbox-events/{param}/history"},
+        {"POST", "/api/v1/admin/outbox-events/{param}/retry"},
+        {"POST", "/api/v1/admin/outbox-events/{param}/discard"},
+        {"POST", "/api/v1/admin/outbox-events/retry"},
+        {"POST", "/api/v1/admin/handlers/{param}/pause"},
+        {"POST", "/api/v1/admin/handlers/{param}/resume"},
+    };
+    return routes;
+}
+
+struct Hostile {
+    std::string name;
+    std::string raw;      // as header bytes
+    std::string encoded;  // percent-encoded, for the path and the query
+};
+
+const std::vector<Hostile>& hostile_values() {
+    static const std::vector<Hostile> values{
+        {"0xFF", "\xff", "%FF"},
+        {"lone continuation", "a\x80z", "a%80z"},
+        {"overlong slash", "\xc0\xaf", "%C0%AF"},
+        {"NUL", std::string("a\0b", 3), "a%00b"},
+        {"CR", "a\rb", "a%0Db"},
+        {"LF", "a\nb", "a%0Ab"},
+        {"bidi override", "\xe2\x80\xae", "%E2%80%AE"},
+        {"empty", "", ""},
+        {"oversized", std::string(6000, 'a'), std::string(3000, 'a')},
+        {"JWT-looking with a bad byte", "eyJhbGciOiJIUzI1NiJ9.e\xff.c2ln", "eyJhbGciOiJIUzI1NiJ9.e%FF.c2ln"},
+    };
+    return values;
+}
+
+/// `path` with `value` as its parameter; a path without one gets `value` as an extra
+/// segment when `append` (a hostile path), and stays as it is otherwise.
+std::string replace_param(std::string path, const std::string& value, bool append) {
+    const auto at = path.find("{param}");
+    if (at == std::string::npos) return append && !value.empty() ? path + "/" + value : path;
+    return path.replace(at, 7, value);
+}
+
+class HostileBytes : public HostileAdmin {
+protected:
+    /// Sends one raw request from the attacker's address and checks its answer.
+    void send_raw(const std::string& what, const std::string& request) {
+        const int fd = connect_from(kAttacker, port_);
+        ASSERT_GE(fd, 0) << what;
+        ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+        const Answer answer = read_answer(fd, 5s, request.rfind("HEAD ", 0) == 0);
+        ::close(fd);
+        ++sent_;
+        ++statuses_[answer.status];
+        if (answer.status == 0 || (answer.status >= 500 && answer.status != 503)) {
+            problems_.push_back(what + ": status " + std::to_string(answer.status));
+        } else if (answer.status >= 400 && !answer.body.empty() && error_code(answer).find('<') != std::string::npos) {
+            problems_.push_back(what + ": " + error_code(answer));
+        }
+    }
+
+    void sweep() {
+        const std::string admin = "Bearer " + mint_hs256(token_claims("ADMIN", "acme"), kSecret);
+        const std::string platform = "Bearer " + mint_hs256(token_claims("PLATFORM_ADMIN", "acme"), kSecret);
+        const std::string console_header = console_token_header().empty() ? "X-Console-Token" : console_token_header();
+        const std::string query_names[] = {"limit", "status", "event_type", "last_error_code", "cursor"};
+        for (const Route& route : every_route()) {
+            const bool post = route.method == "POST";
+            for (const Hostile& value : hostile_values()) {
+                const std::string what = route.method + " " + route.path + " with " + value.name;
+                auto request = [&](const std::string& target, const std::vector<std::string>& headers,
+                                   const std::string& body) {
+                    std::string text = route.method + " " + target + " HTTP/1.1\r\nHost: h\r\nConnection: close\r\n";
+                    for (const auto& header : headers) text += header + "\r\n";
+                    if (post) text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+                    return text + "\r\n" + (post ? body : std::string());
+                };
+                const std::string body = R"({"reason":"a reason that is long enough )" + value.raw +
+                                         R"(","event_ids":[")" + value.raw + R"("],"event_type":")" + value.raw +
+                                         R"(","version":1})";
+                const std::string plain_path = replace_param(route.path, "0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10", false);
+                for (const std::string& auth : {admin, platform}) {
+                    const std::string authorization = "Authorization: " + auth;
+                    send_raw(what + " in the path", request(replace_param(route.path, value.encoded, true),
+                                                            {authorization, "Idempotency-Key: k1"}, body));
+                    std::string query = "?";
+                    for (const auto& name : query_names) query += name + "=" + value.encoded + "&";
+                    send_raw(what + " in the query",
+                             request(plain_path + query, {authorization, "Idempotency-Key: k2"}, body));
+                    send_raw(what + " in Idempotency-Key",
+                             request(plain_path, {authorization, "Idempotency-Key: " + value.raw}, body));
+                    send_raw(what + " in the console header",
+                             request(plain_path, {authorization, console_header + ": " + value.raw}, body));
+                    send_raw(what + " in Content-Type",
+                             request(plain_path, {authorization, "Idempotency-Key: k3", "X-Other: " + value.raw}, body));
+                }
+                send_raw(what + " in Authorization", request(plain_path, {"Authorization: Bearer " + value.raw}, body));
+                send_raw(what + " as the whole Authorization", request(plain_path, {"Authorization: " + value.raw}, body));
+            }
+        }
+    }
+
+    void sweep_while_events_complete() {
+        std::atomic<bool> running{true};
+        std::atomic<int> published{0};
+        std::thread publisher([&] {
+            while (running) {
+                publish_many(db_.url(), "TestRequested", "{}", 5);
+                published += 5;
+                std::this_thread::sleep_for(200ms);
+            }
+        });
+        std::atomic<int> failed_probes{0};
+        std::thread prober([&] {
+            while (running) {
+                if (probe().status != 200) ++failed_probes;
+                std::this_thread::sleep_for(200ms);
+            }
+        });
+        sweep();
+        const int completed_during = std::stoi(db_.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'"));
+        running = false;
+        publisher.join();
+        prober.join();
+        std::cout << "hostile bytes: " << sent_ << " requests, statuses:";
+        for (const auto& [status, count] : statuses_) std::cout << ' ' << status << "x" << count;
+        std::cout << std::endl;
+        EXPECT_TRUE(problems_.empty()) << problems_.size() << " bad answers, e.g. " << problems_.front();
+        EXPECT_EQ(failed_probes.load(), 0) << "/healthz answered 200 within 1 s throughout";
+        EXPECT_GT(completed_during, 0) << "events completed while the requests ran";
+        EXPECT_TRUE(wait_until([&] {
+            return std::stoi(db_.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'")) == published.load();
+        }, 30s)) << "every event published during the requests completes";
+        EXPECT_EQ(probe().status, 200);
+        EXPECT_FALSE(host_->wait(0ms).has_value()) << read_file(log_path());
+    }
+
+    int sent_ = 0;
+    std::map<int, int> statuses_;
+    std::vector<std::string> problems_;
+};
+
+TEST_F(HostileBytes, EveryRouteAnswersHostileBytesWithoutTheConsoleHeader) { sweep_while_events_complete(); }
+
+class HostileBytesWithConsoleHeader : public HostileBytes {
+protected:
+    [[nodiscard]] std::string console_token_header() const override { return "X-Console-Token"; }
+};
+
+TEST_F(HostileBytesWithConsoleHeader, EveryRouteAnswersHostileBytesWithTheConsoleHeaderSet) {
+    sweep_while_events_complete();
+    // A JWT in the header is passed on; a non-UTF-8 byte there is refused, not a crash.
+    const std::string jwt = mint_hs256(token_claims("ADMIN", "acme"), kSecret);
+    for (const auto& [value, expected] : std::vector<std::pair<std::string, int>>{
+             {jwt, 200}, {"\xff", 400}, {jwt + "\xff", 400}, {"proxy token", 400}}) {
+        const int fd = connect_from(kAttacker, port_);
+        ASSERT_GE(fd, 0);
+        const std::string request = "GET /console/session HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-Console-Token: " +
+                                    value + "\r\n\r\n";
+        ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+        const Answer answer = read_answer(fd, 5s);
+        ::close(fd);
+        EXPECT_EQ(answer.status, expected);
+    }
     EXPECT_EQ(probe().status, 200);
 }
 

@@ -50,8 +50,9 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
 
 namespace {
 
-TransportOptions transport_options(const AdminOptions& o) {
+TransportOptions transport_options(const AdminOptions& o, metrics::Metrics& metrics) {
     TransportOptions t;
+    t.on_refused = [&metrics] { metrics.admin_connections_refused(1); };
     t.threads = o.threads;
     t.max_queued = static_cast<std::size_t>(std::max(1, o.threads)) * 4;
     t.max_body_bytes = o.max_body_bytes;
@@ -68,7 +69,7 @@ TransportOptions transport_options(const AdminOptions& o) {
 struct AdminServer::Impl {
     Impl(AdminOptions o, metrics::Metrics& m, HandlerSource h)
         : context(std::move(o), m, std::move(h)),
-          transport(transport_options(context.options()), router) {
+          transport(transport_options(context.options(), m), router) {
         add_probe_endpoints(router, context);
         add_event_read_endpoints(router, context);
         add_retry_endpoints(router, context);

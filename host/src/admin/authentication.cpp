@@ -29,6 +29,12 @@ std::optional<Principal> Authenticator::authenticate(const HttpRequest& req, Htt
     std::string_view token = std::string_view(header).substr(kScheme.size());
     while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
     while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+    // Checked before the verifier sees it. 401 as for any other bad token (RFC 6750's
+    // invalid_token), so clients keep one rule: 401 means sign in again.
+    if (!is_compact_jws(token)) {
+        send_error(res, 401, "INVALID_TOKEN", "the bearer token is not a JWT (three base64url segments joined by dots)");
+        return std::nullopt;
+    }
     auto verified = verifier_.verify(token, std::chrono::system_clock::now());
     if (auto* failure = std::get_if<AuthFailure>(&verified)) {
         send_error(res, 401, "INVALID_TOKEN", failure->message);

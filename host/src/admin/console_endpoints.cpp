@@ -51,6 +51,12 @@ void serve_file(HttpResponse& res, std::string_view name) {
     res.body = std::string(found->content);  // the transport drops it for HEAD
 }
 
+void mark_proxy_session(HttpResponse& res) {
+    constexpr std::string_view kOff = R"(<meta name="outboxd-proxy-session" content="off">)";
+    const auto at = res.body.find(kOff);
+    if (at != std::string::npos) res.body.replace(at, kOff.size(), R"(<meta name="outboxd-proxy-session" content="on">)");
+}
+
 // The proxy's token, so an operator it signed in needs no paste. 404 when no header is
 // configured or the request does not carry it: the page then shows the sign-in form.
 void session(const AdminContext& context, const HttpRequest& req, HttpResponse& res) {
@@ -63,8 +69,13 @@ void session(const AdminContext& context, const HttpRequest& req, HttpResponse& 
                                   : "the request carries no " + header + " header");
         return;
     }
+    // The proxy puts a JWT there; anything else is not passed on to the page.
+    if (!is_compact_jws(*token)) {
+        send_error(res, 400, "INVALID_CONSOLE_TOKEN", "the " + header + " header does not hold a JWT");
+        return;
+    }
     res.status = 200;
-    res.body = json{{"token", *token}}.dump();
+    res.body = json_body(json{{"token", *token}});
 }
 
 }  // namespace
@@ -87,11 +98,18 @@ void add_console_endpoints(Router& router, AdminContext& context) {
         Lane::Inline);
     router.add(
         "GET", "/console/",
-        [](const HttpRequest&, HttpResponse& res, const PathParams&) { serve_file(res, "index.html"); },
+        [&context](const HttpRequest&, HttpResponse& res, const PathParams&) {
+            serve_file(res, "index.html");
+            // The page asks /console/session only when a proxy header is configured.
+            if (!context.options().console_token_header.empty()) mark_proxy_session(res);
+        },
         Lane::Inline);
     router.add(
         "GET", "/console/{file}",
-        [](const HttpRequest&, HttpResponse& res, const PathParams& params) { serve_file(res, params.at(0)); },
+        [&context](const HttpRequest&, HttpResponse& res, const PathParams& params) {
+            serve_file(res, params.at(0));
+            if (params.at(0) == "index.html" && !context.options().console_token_header.empty()) mark_proxy_session(res);
+        },
         Lane::Inline);
 }
 

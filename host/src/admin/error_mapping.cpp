@@ -6,13 +6,17 @@ namespace outbox::admin {
 
 using nlohmann::json;
 
+std::string json_body(const json& answer) {
+    return answer.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void send_error(HttpResponse& res, int status, const std::string& code, const std::string& message,
                 const json& extra) {
     json error{{"code", code}, {"message", message}};
     for (const auto& [key, value] : extra.items()) error[key] = value;
     res.status = status;
     res.content_type = "application/json";
-    res.body = json{{"error", std::move(error)}}.dump();
+    res.body = json_body(json{{"error", std::move(error)}});
 }
 
 HttpResponse transport_error(int status, std::size_t max_body_bytes) {

@@ -9,6 +9,10 @@
 
 namespace outbox::admin {
 
+/// The text of a JSON answer. Invalid UTF-8 (a header or database value that is not text)
+/// becomes U+FFFD instead of throwing out of the endpoint.
+std::string json_body(const nlohmann::json& answer);
+
 /// Every 4xx/5xx answer: {"error": {"code", "message", ...extra}}.
 void send_error(HttpResponse& res, int status, const std::string& code, const std::string& message,
                 const nlohmann::json& extra = nlohmann::json::object());

@@ -11,6 +11,24 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
            });
 }
 
+bool is_compact_jws(std::string_view text, std::size_t max_bytes) noexcept {
+    if (text.empty() || text.size() > max_bytes) return false;
+    int dots = 0;
+    std::size_t segment = 0;
+    for (const char c : text) {
+        if (c == '.') {
+            if (segment == 0) return false;
+            ++dots;
+            segment = 0;
+            continue;
+        }
+        const bool base64url = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+        if (!base64url) return false;
+        ++segment;
+    }
+    return dots == 2 && segment > 0;
+}
+
 std::optional<std::string> HttpRequest::header(std::string_view name) const {
     for (const auto& [key, value] : headers) {
         if (iequals(key, name)) return value;

@@ -36,4 +36,9 @@ struct HttpResponse {
 
 bool iequals(std::string_view a, std::string_view b) noexcept;
 
+/// A JWS in compact serialisation as a header may carry it: three non-empty base64url
+/// segments joined by two dots, at most `max_bytes` long. Anything else in a token header is
+/// refused with 400 before it reaches a verifier, a log line or a JSON answer.
+bool is_compact_jws(std::string_view text, std::size_t max_bytes = 8192) noexcept;
+
 }  // namespace outbox::admin

@@ -87,6 +87,18 @@ void split_target(std::string_view target, HttpRequest& req) {
 
 std::string_view std_view(beast::string_view text) { return {text.data(), text.size()}; }
 
+/// Which caps a connection counts against: an IPv4 address, or an IPv6 /64 (one
+/// subscriber's whole prefix, which a flood could otherwise rotate through).
+std::string client_key(const asio::ip::address& address) {
+    if (address.is_v6() && !address.to_v6().is_v4_mapped()) {
+        auto bytes = address.to_v6().to_bytes();
+        std::fill(bytes.begin() + 8, bytes.end(), 0);
+        return asio::ip::address_v6(bytes).to_string() + "/64";
+    }
+    if (address.is_v6()) return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string();
+    return address.to_string();
+}
+
 bool has_body_method(std::string_view method) { return method == "POST" || method == "PUT" || method == "PATCH"; }
 
 /// A byte that may not appear in a request line (controls, DEL, non-ASCII).
@@ -95,12 +107,31 @@ bool bad_line_byte(char c) {
     return byte < 0x20 || byte >= 0x7f;
 }
 
+/// The router's answer to `req`. Every lane answers through here, so nothing an endpoint
+/// throws leaves the I/O thread (where it would end the process): it becomes a 500.
+HttpResponse answer(const Router& router, const HttpRequest& req) {
+    HttpResponse res;
+    try {
+        router.dispatch(req, res);
+        return res;
+    } catch (...) {
+    }
+    try {
+        // The path is not logged: it is caller-controlled text.
+        log::error("admin API: unexpected failure handling a " + req.method + " request");
+    } catch (...) {
+    }
+    return transport_error(500);
+}
+
 }  // namespace
 
 std::string display(const config::ListenAddress& address) {
     const bool v6 = address.host.find(':') != std::string::npos;
     return (v6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
 }
+
+enum class Admission { Api, ProbeOnly, Refused };
 
 struct HttpTransport::Impl {
     Impl(TransportOptions o, const Router& r)
@@ -111,24 +142,53 @@ struct HttpTransport::Impl {
 
     class Session;
 
-    /// Counts open connections per client address; refuses beyond the limits.
-    bool admit(const std::string& client) {
+    /// Counts open connections per client; beyond the API caps, a connection may still take
+    /// one of the few probe-only places.
+    Admission admit(const std::string& client) {
         std::lock_guard lock(connections_mutex);
-        if (total_connections >= options.max_connections) return false;
-        int& mine = connections[client];
-        if (mine >= options.max_connections_per_client) {
-            if (mine == 0) connections.erase(client);
-            return false;
+        if (take(connections, total_connections, options.max_connections, options.max_connections_per_client, client)) {
+            return Admission::Api;
         }
-        ++mine;
-        ++total_connections;
+        if (take(probe_connections, total_probe_connections, options.probe_connections,
+                 options.probe_connections_per_client, client)) {
+            return Admission::ProbeOnly;
+        }
+        return Admission::Refused;
+    }
+    void release(Admission admission, const std::string& client) {
+        std::lock_guard lock(connections_mutex);
+        const bool api = admission == Admission::Api;
+        auto& counts = api ? connections : probe_connections;
+        --(api ? total_connections : total_probe_connections);
+        const auto it = counts.find(client);
+        if (it != counts.end() && --it->second <= 0) counts.erase(it);
+    }
+    static bool take(std::map<std::string, int>& counts, int& total, int max_total, int max_per_client,
+                     const std::string& client) {
+        if (total >= max_total) return false;
+        const auto it = counts.find(client);
+        if (it != counts.end() && it->second >= max_per_client) return false;
+        ++counts[client];
+        ++total;
         return true;
     }
-    void release(const std::string& client) {
-        std::lock_guard lock(connections_mutex);
-        --total_connections;
-        const auto it = connections.find(client);
-        if (it != connections.end() && --it->second <= 0) connections.erase(it);
+
+    /// Refused beyond every cap: the 503 is written without waiting (whatever the socket
+    /// takes at once) and the socket closed, so a flood holds no descriptor and no memory.
+    void refuse_at_once(tcp::socket& socket) {
+        static const std::string kAnswer = [] {
+            HttpResponse res;
+            send_error(res, 503, "TOO_MANY_CONNECTIONS", "too many open connections; try again later");
+            return "HTTP/1.1 503 Service Unavailable\r\nServer: outboxd\r\nContent-Type: application/json\r\n"
+                   "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+                   std::to_string(res.body.size()) + "\r\n\r\n" + res.body;
+        }();
+        beast::error_code ignored;
+        socket.non_blocking(true, ignored);
+        socket.write_some(asio::buffer(kAnswer), ignored);
+        socket.shutdown(tcp::socket::shutdown_both, ignored);
+        socket.close(ignored);
+        if (options.on_refused) options.on_refused();
     }
 
     void accept();
@@ -138,12 +198,15 @@ struct HttpTransport::Impl {
     std::mutex connections_mutex;
     std::map<std::string, int> connections;
     int total_connections = 0;
+    std::map<std::string, int> probe_connections;
+    int total_probe_connections = 0;
     BoundedTaskQueue api;
     asio::thread_pool probes;
     // After everything its pending handlers (sessions) refer to. stop() destroys both, which
     // destroys every session still waiting and so closes its socket.
     std::unique_ptr<asio::io_context> ioc;
     std::optional<tcp::acceptor> acceptor;
+    std::optional<asio::steady_timer> accept_backoff;  // reset before ioc
     std::vector<std::thread> io_threads;
     std::atomic<bool> stopping{false};
     bool serving = false;
@@ -154,25 +217,20 @@ struct HttpTransport::Impl {
 /// worker and posts the answer back.
 class HttpTransport::Impl::Session : public std::enable_shared_from_this<Session> {
 public:
-    Session(Impl& impl, tcp::socket socket, std::string client, bool admitted)
+    Session(Impl& impl, tcp::socket socket, std::string client, Admission admission)
         : impl_(impl), stream_(std::move(socket)), timer_(stream_.get_executor()), client_(std::move(client)),
-          admitted_(admitted) {}
-    ~Session() {
-        if (admitted_) impl_.release(client_);
-    }
+          admission_(admission) {}
+    ~Session() { impl_.release(admission_, client_); }
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
     void start() {
-        if (!admitted_) {
-            HttpResponse res;
-            send_error(res, 503, "TOO_MANY_CONNECTIONS", "too many open connections; try again later");
-            res.set_header("Retry-After", "1");
-            write(res, false, false);
-            return;
-        }
-        // A fresh connection has the whole request deadline to deliver its first request.
-        arm(Clock::now() + impl_.options.request_timeout);
+        // A fresh connection has the whole request deadline to deliver its first request; a
+        // probe-only one has a short time to send its head (a probe sends it at once).
+        const auto deadline = admission_ == Admission::ProbeOnly
+                                  ? std::min(impl_.options.request_timeout, impl_.options.probe_head_timeout)
+                                  : impl_.options.request_timeout;
+        arm(Clock::now() + deadline);
         read_head();
     }
 
@@ -334,20 +392,19 @@ private:
         disarm();
         const Lane lane = impl_.router.lane(request_);
         const bool head_only = request_.method == "HEAD";
-        if (lane == Lane::Inline) {
-            HttpResponse res;
-            impl_.router.dispatch(request_, res);
-            return write(res, keep_alive_, head_only);
-        }
-        auto job = [self = shared_from_this(), head_only] {
-            HttpResponse res;
-            try {
-                self->impl_.router.dispatch(self->request_, res);
-            } catch (...) {
-                // The path is not logged: it is caller-controlled text.
-                log::error("admin API: unexpected failure handling a " + self->request_.method + " request");
-                res = transport_error(500);
+        if (admission_ == Admission::ProbeOnly) {
+            keep_alive_ = false;
+            const auto& paths = impl_.options.probe_paths;
+            if (std::find(paths.begin(), paths.end(), request_.path) == paths.end()) {
+                HttpResponse res;
+                send_error(res, 503, "TOO_MANY_CONNECTIONS", "too many open connections; try again later");
+                res.set_header("Retry-After", "1");
+                return write(res, false, head_only);
             }
+        }
+        if (lane == Lane::Inline) return write(answer(impl_.router, request_), keep_alive_, head_only);
+        auto job = [self = shared_from_this(), head_only] {
+            HttpResponse res = answer(self->impl_.router, self->request_);
             asio::post(self->stream_.get_executor(), [self, res = std::move(res), head_only]() mutable {
                 self->write(res, self->keep_alive_, head_only);
             });
@@ -437,7 +494,7 @@ private:
     unsigned generation_ = 0;
     bool timed_out_ = false;
     std::string client_;
-    bool admitted_;
+    Admission admission_;
     std::array<char, 4096> chunk_{};
     std::string buffer_;  // the head read so far (bounded by the limits), then pipelined bytes
     std::size_t scanned_ = 0;
@@ -457,13 +514,22 @@ void HttpTransport::Impl::accept() {
             beast::error_code peer_error;
             const auto peer = socket.remote_endpoint(peer_error);
             if (!peer_error) {
-                std::string client = peer.address().to_string();
-                const bool admitted = admit(client);
-                std::make_shared<Session>(*this, std::move(socket), std::move(client), admitted)->start();
+                std::string client = client_key(peer.address());
+                const Admission admission = admit(client);
+                if (admission == Admission::Refused) {
+                    refuse_at_once(socket);
+                } else {
+                    std::make_shared<Session>(*this, std::move(socket), std::move(client), admission)->start();
+                }
             }
         } else if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space) {
-            // Out of file descriptors: back off briefly instead of spinning.
-            std::this_thread::sleep_for(std::chrono::milliseconds{50});
+            // Out of file descriptors: accept again a little later, without blocking this
+            // I/O thread (it serves every other connection too).
+            accept_backoff.emplace(*ioc, std::chrono::milliseconds{50});
+            accept_backoff->async_wait([this](beast::error_code) {
+                if (!stopping) accept();
+            });
+            return;
         }
         accept();
     });
@@ -502,7 +568,20 @@ void HttpTransport::serve() {
     s.serving = true;
     s.accept();
     const int threads = std::max(1, s.options.io_threads);
-    for (int i = 0; i < threads; ++i) s.io_threads.emplace_back([&s] { s.ioc->run(); });
+    // A handler that throws ends only its own connection: the I/O thread logs it and goes
+    // on serving (an escaped exception would terminate the process).
+    for (int i = 0; i < threads; ++i) {
+        s.io_threads.emplace_back([&s] {
+            while (true) {
+                try {
+                    s.ioc->run();
+                    return;
+                } catch (...) {
+                    log::error("admin API: an I/O handler failed; its connection is dropped");
+                }
+            }
+        });
+    }
 }
 
 void HttpTransport::stop() {
@@ -525,6 +604,7 @@ void HttpTransport::stop() {
     }
     s.io_threads.clear();
     s.acceptor.reset();
+    s.accept_backoff.reset();
     s.ioc.reset();
 }
 

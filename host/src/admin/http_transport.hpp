@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "admin/router.hpp"
 #include "config/config.hpp"
@@ -24,6 +26,15 @@ struct TransportOptions {
     std::chrono::seconds keep_alive_timeout{2};        // an idle keep-alive connection is closed after this
     int max_connections_per_client = 32;               // more from one address: 503 TOO_MANY_CONNECTIONS
     int max_connections = 512;                         // more in total: 503 TOO_MANY_CONNECTIONS
+    // Beyond those caps a few connections are still taken for probes alone, so a flood of
+    // API connections never fails a liveness or readiness probe: each must send its head
+    // within probe_head_timeout and may only ask a probe path; one client (an IPv6 /64)
+    // holds at most probe_connections_per_client of them.
+    int probe_connections = 64;
+    int probe_connections_per_client = 2;
+    std::chrono::milliseconds probe_head_timeout{1000};
+    std::vector<std::string> probe_paths{"/healthz", "/readyz"};
+    std::function<void()> on_refused;                  // a connection refused at once (counted by the caller)
     int io_threads = 2;                                // socket I/O; probes on Lane::Inline run here
     int probe_threads = 2;                             // Lane::Probe routes, never queued behind the API
 };

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include "app/commands.hpp"
+#include "app/descriptor_limit.hpp"
 #include "app/host.hpp"
 #include "app/systemd_notifier.hpp"
 #include "db/db_error.hpp"
@@ -24,6 +25,12 @@ std::chrono::milliseconds stop_margin(const config::Config& config) {
 }  // namespace
 
 int run_command(const config::Config& config, bool migrate_first) {
+    try {
+        ensure_descriptor_limit(config);
+    } catch (const StartError& e) {
+        std::cerr << "outboxd: " << e.what() << "\n";
+        return e.exit_code();
+    }
     // Signals are taken by sigwait on one thread only; every thread started below inherits
     // the blocked mask.
     sigset_t signals;

@@ -156,6 +156,9 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
     w.sample("outbox_plugin_load_failures_total", {}, metrics.plugin_load_failures());
     w.family("outbox_events_rescued_total", "counter", "Expired leases this host's rescuer recovered.");
     w.sample("outbox_events_rescued_total", {}, metrics.events_rescued());
+    w.family("outbox_admin_connections_refused_total", "counter",
+             "Admin connections refused at once because every connection cap and probe place was taken.");
+    w.sample("outbox_admin_connections_refused_total", {}, metrics.admin_connections_refused());
     w.family("outbox_events_claimed_total", "counter", "Events this host claimed.");
     w.sample("outbox_events_claimed_total", {}, metrics.events_claimed());
     return w.take();
