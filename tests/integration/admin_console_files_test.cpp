@@ -93,7 +93,8 @@ TEST_F(AdminConsoleFiles, TurnedOffItIsNotServed) {
 }
 
 TEST_F(AdminConsoleFiles, TheSessionHandsBackTheProxysTokenOnlyWhenConfigured) {
-    const httplib::Headers from_proxy{{"X-Auth-Request-Access-Token", "the-operators-jwt"}};
+    const std::string jwt = mint_hs256(token_claims("ADMIN", "acme"));
+    const httplib::Headers from_proxy{{"X-Auth-Request-Access-Token", jwt}};
     const auto unconfigured = client().Get("/console/session", from_proxy);
     ASSERT_TRUE(unconfigured);
     EXPECT_EQ(unconfigured->status, 404);
@@ -103,12 +104,20 @@ TEST_F(AdminConsoleFiles, TheSessionHandsBackTheProxysTokenOnlyWhenConfigured) {
     const auto res = client().Get("/console/session", from_proxy);
     ASSERT_TRUE(res);
     ASSERT_EQ(res->status, 200) << res->body;
-    EXPECT_EQ(json::parse(res->body), (json{{"token", "the-operators-jwt"}}));
+    EXPECT_EQ(json::parse(res->body), (json{{"token", jwt}}));
     EXPECT_EQ(res->get_header_value("Cache-Control"), "no-store");
     const auto absent = client().Get("/console/session");
     ASSERT_TRUE(absent);
     EXPECT_EQ(absent->status, 404);
-    EXPECT_EQ(absent->body.find("the-operators-jwt"), std::string::npos);
+    EXPECT_EQ(absent->body.find(jwt), std::string::npos);
+    // Only a JWT is handed to the page: anything else (here a byte that is not UTF-8, which
+    // once ended the process) is refused.
+    for (const std::string bad : {"the-operators-jwt", "a.b.c d", jwt + "\xff", std::string("\xff")}) {
+        const auto refused = client().Get("/console/session", {{"X-Auth-Request-Access-Token", bad}});
+        ASSERT_TRUE(refused);
+        EXPECT_EQ(refused->status, 400) << refused->body;
+        EXPECT_EQ(json::parse(refused->body)["error"]["code"], "INVALID_CONSOLE_TOKEN");
+    }
 }
 
 }  // namespace
