@@ -25,7 +25,7 @@ public:
     [[nodiscard]] metrics::Metrics& metrics() const noexcept { return metrics_; }
     [[nodiscard]] const Authenticator& auth() const noexcept { return auth_; }
     /// The handlers the host routes to now (never null).
-    [[nodiscard]] std::shared_ptr<const dispatch::HandlerSet> handlers() const;
+    [[nodiscard]] std::shared_ptr<const routing::HandlerSet> handlers() const;
 
     /// Runs `work` on a pooled connection. A pooled connection the server closed while it
     /// was idle is replaced and the work retried (safe: nothing was committed on it);

@@ -8,14 +8,12 @@
 #include <string>
 #include <thread>
 
+#include "app/admin_listener.hpp"
 #include "config/config.hpp"
 #include "db/connect.hpp"
 #include "dispatch/runtime.hpp"
 #include "metrics/metrics.hpp"
 
-namespace outbox::admin {
-class AdminServer;
-}
 namespace outbox::fleet {
 class FleetRegistry;
 }
@@ -72,6 +70,8 @@ public:
         /// Told READY/STATUS/RELOADING and fed by the scheduler's loop (optional; must
         /// outlive the host).
         SystemdNotifier* notifier = nullptr;
+        /// Builds the admin listener when admin.listen is not off (empty: no listener).
+        AdminFactory admin;
     };
 
     Host(config::Config config, Options options);
@@ -107,7 +107,7 @@ private:
     std::unique_ptr<PrivateDir> private_dir_;
     std::unique_ptr<plugin::PluginDirectory> plugins_;
     std::unique_ptr<dispatch::Runtime> runtime_;
-    std::unique_ptr<admin::AdminServer> admin_server_;
+    std::unique_ptr<AdminListener> admin_server_;
     std::unique_ptr<fleet::FleetRegistry> registry_;
     std::unique_ptr<plugin::PluginWatcher> watcher_;
     std::atomic<plugin::PluginWatcher*> watcher_ready_{nullptr};

@@ -23,7 +23,7 @@ std::chrono::milliseconds stop_margin(const config::Config& config) {
 }
 }  // namespace
 
-int run_command(const config::Config& config, bool migrate_first) {
+int run_command(const config::Config& config, bool migrate_first, const AdminFactory& admin) {
     // Signals are taken by sigwait on one thread only; every thread started below inherits
     // the blocked mask.
     sigset_t signals;
@@ -35,7 +35,7 @@ int run_command(const config::Config& config, bool migrate_first) {
 
     std::stop_source stopping;
     SystemdNotifier notifier;  // no-op unless systemd (NOTIFY_SOCKET) started this process
-    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }, &notifier});
+    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }, &notifier, admin});
     std::jthread signal_thread([&] {
         int received = 0;
         while (sigwait(&signals, &received) == 0) {

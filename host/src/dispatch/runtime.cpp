@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "dispatch/heartbeat.hpp"
+#include "dispatch/rescuer.hpp"
 #include "dispatch/scheduler.hpp"
 #include "dispatch/wakeup_listener.hpp"
 #include "dispatch/worker.hpp"
@@ -32,7 +33,7 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
 
 // Beyond one event per worker the queue holds up to one batch more, so a worker that
 // finishes finds its next event without waiting for a claim round trip.
-Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
+Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const routing::HandlerSet> handlers, metrics::Metrics& metrics,
                  std::function<void()> on_exhausted, LoopObserver* loop_observer)
     : options_(std::move(options)), policy_(options_.initial_backoff, options_.max_backoff),
       handlers_(std::move(handlers)), metrics_(metrics), on_exhausted_(std::move(on_exhausted)),
@@ -167,7 +168,7 @@ void Runtime::abandon(InFlight& flight, bool replace_thread) {
     }
 }
 
-void Runtime::set_handlers(std::shared_ptr<const HandlerSet> handlers) {
+void Runtime::set_handlers(std::shared_ptr<const routing::HandlerSet> handlers) {
     handlers_.set(std::move(handlers));
     wakeup_.notify();  // new event types may be due already
 }

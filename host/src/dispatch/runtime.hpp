@@ -13,13 +13,13 @@
 #include "db/outage_log.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/fleet_limiter.hpp"
-#include "dispatch/handler_pause.hpp"
-#include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/loop_observer.hpp"
 #include "dispatch/runtime_options.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
+#include "routing/handler_set.hpp"
+#include "routing/paused_handlers.hpp"
 
 namespace outbox::dispatch {
 
@@ -37,7 +37,7 @@ public:
     /// `on_exhausted` is called once (from an internal thread) when the abandoned-thread
     /// limit is exceeded. `loop_observer` (optional, must outlive the runtime) hears every
     /// pass of the scheduler's loop.
-    Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
+    Runtime(RuntimeOptions options, std::shared_ptr<const routing::HandlerSet> handlers, metrics::Metrics& metrics,
             std::function<void()> on_exhausted = {}, LoopObserver* loop_observer = nullptr);
     /// Stops first. Destroying a runtime whose stop() returned false ends the process with
     /// exit code 3: its stuck threads still use its members.
@@ -57,16 +57,16 @@ public:
 
     /// Routes new claims to `handlers` from now on; events already claimed finish with the
     /// handlers they were claimed for (their plugins stay loaded until then).
-    void set_handlers(std::shared_ptr<const HandlerSet> handlers);
-    [[nodiscard]] std::shared_ptr<const HandlerSet> handlers() const { return handlers_.get(); }
-    [[nodiscard]] const CurrentHandlers& current_handlers() const noexcept { return handlers_; }
+    void set_handlers(std::shared_ptr<const routing::HandlerSet> handlers);
+    [[nodiscard]] std::shared_ptr<const routing::HandlerSet> handlers() const { return handlers_.get(); }
+    [[nodiscard]] const routing::CurrentHandlers& current_handlers() const noexcept { return handlers_; }
     /// The host's one outage log: other components report through it too, so an outage is
     /// one line however many threads notice it.
     [[nodiscard]] db::OutageLog& outage() noexcept { return outage_; }
 
     [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
     /// The handlers paused fleet-wide, as this host last read them.
-    [[nodiscard]] const PausedHandlers& paused_handlers() const noexcept { return paused_; }
+    [[nodiscard]] const routing::PausedHandlers& paused_handlers() const noexcept { return paused_; }
     [[nodiscard]] std::size_t in_flight() const { return in_flight_.size(); }
     /// Handler threads abandoned and not returned yet.
     [[nodiscard]] int abandoned_threads() const noexcept { return abandoned_; }
@@ -90,7 +90,7 @@ private:
 
     RuntimeOptions options_;
     core::RetryPolicy policy_;
-    CurrentHandlers handlers_;
+    routing::CurrentHandlers handlers_;
     metrics::Metrics& metrics_;
     std::function<void()> on_exhausted_;
     LoopObserver* loop_observer_;
@@ -99,7 +99,7 @@ private:
     InFlightTable in_flight_;
     WorkQueue queue_;
     db::Wakeup wakeup_;
-    PausedHandlers paused_;
+    routing::PausedHandlers paused_;
     Completer completer_;
     FleetLimiter limiter_;
     std::atomic<bool> stopping_{false};
