@@ -29,6 +29,15 @@ TEST(Identifiers, EventTypeIsPascalCaseLettersAndDigitsUpTo100) {
     EXPECT_FALSE(is_event_type(""));
 }
 
+TEST(Identifiers, ErrorCodeIsUpperCaseLettersDigitsAndUnderscoresUpTo64) {
+    EXPECT_TRUE(is_error_code("HTTP_503"));
+    EXPECT_TRUE(is_error_code(std::string(64, 'A')));
+    EXPECT_FALSE(is_error_code(std::string(65, 'A')));
+    EXPECT_FALSE(is_error_code("_LEADING"));
+    EXPECT_FALSE(is_error_code("http_503"));
+    EXPECT_FALSE(is_error_code(""));
+}
+
 TEST(Identifiers, HandlerNameIsTheSdkRule) {
     static_assert(is_handler_name("category-classification"));
     EXPECT_TRUE(is_handler_name("a.b_c-1"));

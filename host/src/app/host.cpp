@@ -202,7 +202,7 @@ bool Host::start(std::stop_token stop) {
                                       std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); },
                                       db::Migrator().latest_version(), schema_accepted_},
         runtime_->outage(), runtime_->current_handlers());
-    registry_thread_ = std::jthread([this](std::stop_token token) { registry_->run(token); });
+    registry_service_.start("fleet registry", [this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.
     watcher_ = std::make_unique<plugin::PluginWatcher>(config_.plugins.dir, std::chrono::seconds{5}, [this, settings] {
         // A rescan asked for by SIGHUP ends with READY=1, however it ends.
@@ -218,9 +218,9 @@ bool Host::start(std::stop_token stop) {
         runtime_->set_handlers(handler_set_from(plugins_->current(), settings));
         registry_->refresh();
     });
-    watcher_thread_ = std::jthread([this](std::stop_token token) { watcher_->run(token); });
+    services_.start("plugin watcher", [this](std::stop_token token) { watcher_->run(token); });
     watcher_ready_ = watcher_.get();
-    retention_thread_ = std::jthread([this](std::stop_token token) {
+    services_.start("retention", [this](std::stop_token token) {
         lease::Retention(config_.outbox.retention)
             .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);
     });
@@ -230,7 +230,9 @@ bool Host::start(std::stop_token stop) {
               std::to_string(config_.outbox.concurrency));
     // READY=1 goes out with the first STATUS= line, from the status thread (only when a
     // supervisor listens: it queries the database every 10 s).
-    if (options_.notifier && options_.notifier->enabled()) status_thread_ = std::jthread([this](std::stop_token token) { report_status(token); });
+    if (options_.notifier && options_.notifier->enabled()) {
+        services_.start("status", [this](std::stop_token token) { report_status(token); });
+    }
     return true;
 }
 
@@ -277,23 +279,10 @@ int Host::stop() {
     if (stopped_) return exit_code_;
     stopped_ = true;
     watcher_ready_ = nullptr;
-    if (status_thread_.joinable()) {
-        status_thread_.request_stop();
-        status_thread_.join();
-    }
-    // Stopped at once, joined later: its last write (the host's row marked stopped) runs
-    // while the runtime drains instead of after it.
-    registry_thread_.request_stop();
-    if (watcher_thread_.joinable()) {
-        watcher_thread_.request_stop();
-        watcher_thread_.join();
-    }
-    if (retention_thread_.joinable()) {
-        retention_thread_.request_stop();
-        retention_thread_.join();
-    }
+    registry_service_.request_stop();
+    services_.stop();
     const bool clean = runtime_ ? runtime_->stop() : true;
-    if (registry_thread_.joinable()) registry_thread_.join();
+    registry_service_.stop();
     if (admin_server_) admin_server_->stop();
     exit_code_ = clean && !(runtime_ && runtime_->exhausted()) ? 0 : 3;
     threads_stuck_ = !clean;

@@ -13,6 +13,7 @@
 #include "db/connect.hpp"
 #include "dispatch/runtime.hpp"
 #include "metrics/metrics.hpp"
+#include "service/service.hpp"
 
 namespace outbox::fleet {
 class FleetRegistry;
@@ -111,10 +112,10 @@ private:
     std::unique_ptr<fleet::FleetRegistry> registry_;
     std::unique_ptr<plugin::PluginWatcher> watcher_;
     std::atomic<plugin::PluginWatcher*> watcher_ready_{nullptr};
-    std::jthread registry_thread_;
-    std::jthread watcher_thread_;
-    std::jthread retention_thread_;
-    std::jthread status_thread_;
+    // The registry is asked to stop first and joined last: its last write (the host's row
+    // marked stopped) runs while the runtime drains.
+    service::ServiceGroup registry_service_;
+    service::ServiceGroup services_;  // plugin watcher, retention, STATUS= reports
     std::atomic<bool> reload_pending_{false};
     bool stopped_ = false;
     bool threads_stuck_ = false;

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "metrics/metrics.hpp"
 #include "routing/handler_set.hpp"
 #include "routing/paused_handlers.hpp"
+#include "service/service.hpp"
 
 namespace outbox::dispatch {
 
@@ -107,12 +109,12 @@ private:
     std::atomic<int> abandoned_{0};
     std::atomic<bool> exhausted_{false};
 
-    std::jthread scheduler_;
-    std::jthread listener_;
-    std::jthread rescuer_;
-    std::jthread heartbeat_;
-    std::jthread completer_thread_;
-    std::jthread deadline_watch_;
+    // Stopped in this order (each group last started first): claiming, then the deadline
+    // watch, then (once the calls drained) the completer and the heartbeat.
+    service::ServiceGroup bookkeeping_;  // heartbeat, completer
+    service::ServiceGroup watch_;        // the deadline watch
+    service::ServiceGroup claiming_;     // rescuer, NOTIFY listener, scheduler
+    std::stop_source stop_claiming_;     // the scheduler alone, from any thread
     std::mutex workers_mutex_;
     std::vector<WorkerThread> workers_;
     bool started_ = false;

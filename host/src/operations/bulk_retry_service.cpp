@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "core/identifiers.hpp"
+#include "db/perform.hpp"
 #include "db/pg_array.hpp"
 
 namespace outbox::operations {
@@ -151,7 +152,7 @@ std::string canonical_bulk_retry_request(const BulkRetryRequest& request) {
 
 BulkRetryResult BulkRetryService::retry(const BulkRetryRequest& request) {
     if (auto rejected = validate_bulk_retry_request(request)) return *rejected;
-    return run_operator_transaction([&] { return this->attempt(request); });
+    return db::perform([&] { return this->attempt(request); }, db::kOperatorTransaction);
 }
 
 BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {

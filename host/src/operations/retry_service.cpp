@@ -8,6 +8,7 @@
 
 #include "core/event_status.hpp"
 #include "core/identifiers.hpp"
+#include "db/perform.hpp"
 #include "operations/text.hpp"
 #include "outbox/sdk/payload.hpp"
 
@@ -219,7 +220,7 @@ RetryResult RetryService::retry(RetryRequest request) { return run_event_action(
 
 RetryResult run_event_action(pqxx::connection& conn, const EventAction& action, RetryRequest request) {
     if (auto rejected = validate_retry_request(request)) return *rejected;
-    return run_operator_transaction([&] { return attempt(conn, action, request); });
+    return db::perform([&] { return attempt(conn, action, request); }, db::kOperatorTransaction);
 }
 
 }  // namespace outbox::operations

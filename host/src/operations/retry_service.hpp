@@ -5,7 +5,6 @@
 #include <variant>
 
 #include <pqxx/connection>
-#include <pqxx/except>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
@@ -66,25 +65,6 @@ std::optional<RetryRejected> validate_reason(const std::string& reason);
 /// Normalizes the event id to lower case.
 std::optional<RetryRejected> validate_retry_request(RetryRequest& request);
 
-/// Runs one operator action's transaction, again (three runs at most) when a concurrent
-/// request took its Idempotency-Key first (the next run finds that request's record) or
-/// PostgreSQL reports a serialization failure or a deadlock; the last failure propagates.
-template <typename Attempt>
-auto run_operator_transaction(Attempt&& attempt) -> decltype(attempt()) {
-    constexpr int kRuns = 3;
-    for (int run = 1;; ++run) {
-        try {
-            return attempt();
-        } catch (const pqxx::unique_violation&) {
-            if (run >= kRuns) throw;
-        } catch (const pqxx::serialization_failure&) {
-            if (run >= kRuns) throw;
-        } catch (const pqxx::deadlock_detected&) {
-            if (run >= kRuns) throw;
-        }
-    }
-}
-
 /// The canonical text whose SHA-256 is stored as request_hash: the same event, expected
 /// version and reason always give the same text.
 std::string canonical_retry_request(const RetryRequest& request);
@@ -109,7 +89,7 @@ struct EventAction {
     void (*wake)(pqxx::work& tx, const std::string& event_id, const std::string& event_type);
 };
 
-/// Validates `request` and runs `action` (run_operator_transaction). Two concurrent
+/// Validates `request` and runs `action` under db::kOperatorTransaction. Two concurrent
 /// identical requests execute once: the second waits for the row lock and then finds the
 /// first one's record; a key raced for two different events is settled by the unique
 /// constraint. Database failures are thrown (the caller classifies them with
