@@ -10,8 +10,8 @@
 
 #include <pqxx/pqxx>
 
-#include "admin/bulk_retry_service.hpp"
 #include "admin_support.hpp"
+#include "operations/bulk_retry_service.hpp"
 #include "support/test_host.hpp"
 
 namespace outbox::test {
@@ -371,17 +371,17 @@ TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
     }
     // More than 1000 ids is refused by the service itself (the CLI's path too); over HTTP
     // the 16 KiB body limit (about 400 ids) refuses such a request first.
-    admin::BulkRetryRequest request;
+    operations::BulkRetryRequest request;
     request.filter.event_ids = std::vector<std::string>(1001, a1);
     request.reason = kReason;
     request.idempotency_key = "k";
-    const auto rejected = admin::validate_bulk_retry_request(request);
+    const auto rejected = operations::validate_bulk_retry_request(request);
     ASSERT_TRUE(rejected);
     EXPECT_EQ(rejected->code, "INVALID_FILTER");
     request.filter.event_ids->resize(1000);
-    EXPECT_FALSE(admin::validate_bulk_retry_request(request));
+    EXPECT_FALSE(operations::validate_bulk_retry_request(request));
     request.filter.event_ids = std::vector<std::string>{upper};
-    EXPECT_TRUE(admin::validate_bulk_retry_request(request)) << "the service takes lower-case ids only";
+    EXPECT_TRUE(operations::validate_bulk_retry_request(request)) << "the service takes lower-case ids only";
     for (const char* role : {"HR", "VIEWER"}) {
         res = post("/api/v1/admin/outbox-events/retry", body, "sel-3", token(role));
         EXPECT_EQ(res->status, 403) << role;

@@ -161,7 +161,7 @@ TEST_F(AdminHttp, ReadyzNeedsAHandlerOnlyWhileProcessingIsEnabled) {
 TEST_F(AdminHttp, ReadyzAndMetricsFollowTheHandlersTheHostRoutesToNow) {
     TestHost host(fast_options(db_.url(), "h"), {OUTBOX_FIXTURE_SCRIPTED});
     host.start();
-    std::atomic<std::shared_ptr<const dispatch::HandlerSet>> current;  // nothing loaded yet
+    std::atomic<std::shared_ptr<const routing::HandlerSet>> current;  // nothing loaded yet
     admin::AdminOptions options = default_options();
     options.processing_enabled = true;
     admin::AdminServer server(options, metrics_,
@@ -171,7 +171,7 @@ TEST_F(AdminHttp, ReadyzAndMetricsFollowTheHandlersTheHostRoutesToNow) {
     expect_json_error(c.Get("/readyz"), 503, "NO_HANDLERS");
     EXPECT_EQ(c.Get("/metrics")->body.find("handler=\"scripted\""), std::string::npos);
 
-    current.store(std::shared_ptr<const dispatch::HandlerSet>(std::shared_ptr<void>{}, &host.handlers()));
+    current.store(std::shared_ptr<const routing::HandlerSet>(std::shared_ptr<void>{}, &host.handlers()));
     const auto ready = c.Get("/readyz");
     ASSERT_TRUE(ready);
     EXPECT_EQ(ready->status, 200) << ready->body;

@@ -8,8 +8,8 @@
 
 #include <pqxx/pqxx>
 
-#include "admin/retry_service.hpp"
 #include "admin_support.hpp"
+#include "operations/retry_service.hpp"
 #include "support/test_host.hpp"
 
 namespace outbox::test {
@@ -347,13 +347,13 @@ TEST_F(AdminRetry, TheRetriedEventsHandlerRunsAgainAndCompletes) {
 TEST_F(AdminRetry, TheCliPathTakesTheCompanyFromTheEvent) {
     const std::string id = review_event(db_, "globex");
     pqxx::connection conn(db_.url());
-    admin::RetryRequest request{id, 4, kReason, "cli-key", "cli:operator", std::nullopt, "cli"};
-    const auto first = admin::RetryService(conn).retry(request);
-    ASSERT_TRUE(std::holds_alternative<admin::RetryAccepted>(first));
-    EXPECT_FALSE(std::get<admin::RetryAccepted>(first).replayed);
-    const auto again = admin::RetryService(conn).retry(request);
-    ASSERT_TRUE(std::holds_alternative<admin::RetryAccepted>(again));
-    EXPECT_TRUE(std::get<admin::RetryAccepted>(again).replayed);
+    operations::RetryRequest request{id, 4, kReason, "cli-key", "cli:operator", std::nullopt, "cli"};
+    const auto first = operations::RetryService(conn).retry(request);
+    ASSERT_TRUE(std::holds_alternative<operations::RetryAccepted>(first));
+    EXPECT_FALSE(std::get<operations::RetryAccepted>(first).replayed);
+    const auto again = operations::RetryService(conn).retry(request);
+    ASSERT_TRUE(std::holds_alternative<operations::RetryAccepted>(again));
+    EXPECT_TRUE(std::get<operations::RetryAccepted>(again).replayed);
     EXPECT_EQ(db_.scalar("SELECT company_id || ' ' || actor FROM outbox_manual_retry WHERE event_id = '" + id + "'"),
               "globex cli:operator");
 
@@ -364,9 +364,9 @@ TEST_F(AdminRetry, TheCliPathTakesTheCompanyFromTheEvent) {
     EXPECT_EQ(retries(id), 1);
 
     request.event_id = "0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10";
-    const auto unknown = admin::RetryService(conn).retry(request);
-    ASSERT_TRUE(std::holds_alternative<admin::RetryRejected>(unknown));
-    EXPECT_EQ(std::get<admin::RetryRejected>(unknown).kind, admin::RetryRejected::Kind::NotVisible);
+    const auto unknown = operations::RetryService(conn).retry(request);
+    ASSERT_TRUE(std::holds_alternative<operations::RetryRejected>(unknown));
+    EXPECT_EQ(std::get<operations::RetryRejected>(unknown).kind, operations::RetryRejected::Kind::NotVisible);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 namespace outbox::test {
 
 inline constexpr const char* kTestSecret = "admin-test-secret-0123456789abcdef";
-inline const std::shared_ptr<const dispatch::HandlerSet> kNoHandlers{};
+inline const std::shared_ptr<const routing::HandlerSet> kNoHandlers{};
 
 /// Claims of a valid token: sub, role, company_id, exp in `ttl` (negative: already expired).
 nlohmann::json token_claims(const std::string& role, const std::string& company, const std::string& subject = "alice",

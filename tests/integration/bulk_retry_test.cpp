@@ -5,9 +5,9 @@
 
 #include <pqxx/pqxx>
 
-#include "admin/bulk_retry_service.hpp"
-#include "admin/retry_service.hpp"
 #include "admin_support.hpp"
+#include "operations/bulk_retry_service.hpp"
+#include "operations/retry_service.hpp"
 #include "support/child_process.hpp"
 
 namespace outbox::test {
@@ -17,9 +17,9 @@ using nlohmann::json;
 
 const std::string kReason = "remote fixed after incident 42";
 
-admin::BulkRetryFilter filter(std::optional<std::string> type, std::optional<std::string> code,
+operations::BulkRetryFilter filter(std::optional<std::string> type, std::optional<std::string> code,
                               std::optional<std::string> before, int limit) {
-    admin::BulkRetryFilter f;
+    operations::BulkRetryFilter f;
     f.event_type = std::move(type);
     f.last_error_code = std::move(code);
     f.occurred_before = std::move(before);
@@ -36,22 +36,22 @@ protected:
                  std::to_string(age_minutes) + " minutes' WHERE event_id = '" + id + "'");
         return id;
     }
-    admin::BulkRetryResult bulk(admin::BulkRetryFilter filter, const std::string& key,
+    operations::BulkRetryResult bulk(operations::BulkRetryFilter filter, const std::string& key,
                                 std::optional<std::string> company = "acme", const std::string& reason = kReason) {
         pqxx::connection conn(db_.url());
-        admin::BulkRetryRequest request{std::move(filter), reason, key, "alice", std::move(company), "api"};
-        return admin::BulkRetryService(conn).retry(request);
+        operations::BulkRetryRequest request{std::move(filter), reason, key, "alice", std::move(company), "api"};
+        return operations::BulkRetryService(conn).retry(request);
     }
-    static std::vector<std::string> ids_of(const admin::BulkRetryResult& result) {
-        const auto* accepted = std::get_if<admin::BulkRetryAccepted>(&result);
+    static std::vector<std::string> ids_of(const operations::BulkRetryResult& result) {
+        const auto* accepted = std::get_if<operations::BulkRetryAccepted>(&result);
         if (accepted == nullptr) {
-            ADD_FAILURE() << "rejected: " << std::get<admin::RetryRejected>(result).code;
+            ADD_FAILURE() << "rejected: " << std::get<operations::RetryRejected>(result).code;
             return {};
         }
         return accepted->event_ids;
     }
-    static std::string rejection(const admin::BulkRetryResult& result) {
-        const auto* rejected = std::get_if<admin::RetryRejected>(&result);
+    static std::string rejection(const operations::BulkRetryResult& result) {
+        const auto* rejected = std::get_if<operations::RetryRejected>(&result);
         return rejected == nullptr ? "accepted" : rejected->code;
     }
     std::string state(const std::string& id) const {
@@ -103,12 +103,12 @@ TEST_F(BulkRetry, SameKeyAndRequestReplaysTheFirstAnswerAndAnotherRequestIs422) 
     const auto a1 = review("acme", "TestRequested", "HTTP_503", 30);
     const auto first = bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-2");
     ASSERT_EQ(ids_of(first), std::vector<std::string>{a1});
-    EXPECT_FALSE(std::get<admin::BulkRetryAccepted>(first).replayed);
+    EXPECT_FALSE(std::get<operations::BulkRetryAccepted>(first).replayed);
 
     const auto a2 = review("acme", "TestRequested", "HTTP_503", 5);  // would match now
     const auto again = bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-2");
     EXPECT_EQ(ids_of(again), std::vector<std::string>{a1}) << "the first answer, not a new run";
-    EXPECT_TRUE(std::get<admin::BulkRetryAccepted>(again).replayed);
+    EXPECT_TRUE(std::get<operations::BulkRetryAccepted>(again).replayed);
     EXPECT_EQ(state(a2), "REVIEW_REQUIRED/3/4");
     EXPECT_EQ(count("SELECT count(*) FROM outbox_manual_retry"), 1);
 
@@ -118,14 +118,14 @@ TEST_F(BulkRetry, SameKeyAndRequestReplaysTheFirstAnswerAndAnotherRequestIs422) 
 
     // Keys are shared with the one-event retry: a key used there is taken here, and back.
     pqxx::connection conn(db_.url());
-    admin::RetryRequest single{a2, 4, kReason, "k-3", "alice", "acme", "api"};
-    ASSERT_TRUE(std::holds_alternative<admin::RetryAccepted>(admin::RetryService(conn).retry(single)));
+    operations::RetryRequest single{a2, 4, kReason, "k-3", "alice", "acme", "api"};
+    ASSERT_TRUE(std::holds_alternative<operations::RetryAccepted>(operations::RetryService(conn).retry(single)));
     EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-3")), "IDEMPOTENCY_KEY_REUSED");
     const auto a3 = review("acme", "TestRequested", "HTTP_503", 1);
-    admin::RetryRequest reuse{a3, 4, kReason, "k-2", "alice", "acme", "api"};
-    const auto refused = admin::RetryService(conn).retry(reuse);
-    ASSERT_TRUE(std::holds_alternative<admin::RetryRejected>(refused));
-    EXPECT_EQ(std::get<admin::RetryRejected>(refused).code, "IDEMPOTENCY_KEY_REUSED");
+    operations::RetryRequest reuse{a3, 4, kReason, "k-2", "alice", "acme", "api"};
+    const auto refused = operations::RetryService(conn).retry(reuse);
+    ASSERT_TRUE(std::holds_alternative<operations::RetryRejected>(refused));
+    EXPECT_EQ(std::get<operations::RetryRejected>(refused).code, "IDEMPOTENCY_KEY_REUSED");
 }
 
 TEST_F(BulkRetry, LimitTakesTheOldestAndFiltersCombine) {

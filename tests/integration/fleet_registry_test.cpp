@@ -17,13 +17,13 @@ namespace {
 using namespace std::chrono_literals;
 using fleet::read_fleet;
 
-std::shared_ptr<const dispatch::HandlerSet> handlers_of(
+std::shared_ptr<const routing::HandlerSet> handlers_of(
     const std::vector<std::pair<std::string, std::vector<std::string>>>& handlers, const std::string& sha256 = {}) {
-    std::vector<dispatch::HandlerEntry> entries;
+    std::vector<routing::HandlerEntry> entries;
     for (const auto& [name, types] : handlers) {
         entries.push_back({name, types, nullptr, {}, "lib" + name + ".so", "1.0 (sdk 1.0.0, libstdc++/cxx11)", sha256});
     }
-    return std::make_shared<const dispatch::HandlerSet>(std::move(entries));
+    return std::make_shared<const routing::HandlerSet>(std::move(entries));
 }
 
 fleet::FleetRegistry::Options options_for(const TestDatabase& db, const std::string& host) {
@@ -40,8 +40,8 @@ const fleet::HostRecord* find_host(const fleet::FleetView& view, const std::stri
 TEST(FleetRegistry, HostsRecordTheirHandlersAndDisagreementsAreReported) {
     TestDatabase db;
     db::OutageLog outage;
-    dispatch::CurrentHandlers a_handlers(handlers_of({{"mailer", {"OrderPlaced"}}, {"audit", {"OrderPlaced"}}}));
-    dispatch::CurrentHandlers b_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}));
+    routing::CurrentHandlers a_handlers(handlers_of({{"mailer", {"OrderPlaced"}}, {"audit", {"OrderPlaced"}}}));
+    routing::CurrentHandlers b_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}));
     fleet::FleetRegistry a(options_for(db, "host-a"), outage, a_handlers);
     fleet::FleetRegistry b(options_for(db, "host-b"), outage, b_handlers);
     std::jthread a_thread([&](std::stop_token stop) { a.run(stop); });
@@ -71,8 +71,8 @@ TEST(FleetRegistry, HostsRunningDifferentBuildsOfAHandlerAreReported) {
     db::OutageLog outage;
     const std::string old_build(64, 'a');
     const std::string new_build(64, 'b');
-    dispatch::CurrentHandlers a_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}, old_build));
-    dispatch::CurrentHandlers b_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}, new_build));
+    routing::CurrentHandlers a_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}, old_build));
+    routing::CurrentHandlers b_handlers(handlers_of({{"mailer", {"OrderPlaced"}}}, new_build));
     fleet::FleetRegistry a(options_for(db, "host-a"), outage, a_handlers);
     fleet::FleetRegistry b(options_for(db, "host-b"), outage, b_handlers);
     std::jthread a_thread([&](std::stop_token stop) { a.run(stop); });
@@ -106,7 +106,7 @@ TEST(FleetRegistry, HostsRunningDifferentBuildsOfAHandlerAreReported) {
 TEST(FleetRegistry, CleanStopIsShownAtOnceAndAKilledHostAsGone) {
     TestDatabase db;
     db::OutageLog outage;
-    dispatch::CurrentHandlers handlers(handlers_of({{"mailer", {"OrderPlaced"}}}));
+    routing::CurrentHandlers handlers(handlers_of({{"mailer", {"OrderPlaced"}}}));
     fleet::FleetRegistry clean(options_for(db, "clean"), outage, handlers);
     fleet::FleetRegistry killed(options_for(db, "killed"), outage, handlers);
     {
@@ -133,7 +133,7 @@ TEST(FleetRegistry, HostsGoneLongerThanTheRetentionAreForgotten) {
             "VALUES ('ancient', 'old', now() - interval '3 days', now() - interval '2 days', 5000, true), "
             "('recent', 'old', now() - interval '3 hours', now() - interval '2 hours', 5000, true)");
     db::OutageLog outage;
-    dispatch::CurrentHandlers handlers(handlers_of({}));
+    routing::CurrentHandlers handlers(handlers_of({}));
     fleet::FleetRegistry registry(options_for(db, "me"), outage, handlers);
     {
         std::jthread thread([&](std::stop_token stop) { registry.run(stop); });

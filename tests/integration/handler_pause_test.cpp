@@ -6,7 +6,7 @@
 
 #include <pqxx/pqxx>
 
-#include "dispatch/handler_pause.hpp"
+#include "operations/handler_pause.hpp"
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/test_host.hpp"
@@ -31,7 +31,7 @@ protected:
     }
     bool set_paused(bool paused) {
         pqxx::connection conn(db_.url());
-        return dispatch::set_handler_paused(conn, "scripted-b", paused, "cli:test", "cli");
+        return operations::set_handler_paused(conn, "scripted-b", paused, "cli:test", "cli");
     }
     long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
     bool all_know(const std::vector<std::unique_ptr<TestHost>>& hosts, bool paused) {

@@ -82,7 +82,7 @@ TEST_F(MetricsEndpoint, ValuesMatchTheDatabaseAndTheWorkDone) {
     options.listen = {"127.0.0.1", 0};
     options.database_url = db_.url();
     options.host_id = "metrics-host";
-    const std::shared_ptr<const dispatch::HandlerSet> handlers(std::shared_ptr<void>{}, &host.handlers());
+    const std::shared_ptr<const routing::HandlerSet> handlers(std::shared_ptr<void>{}, &host.handlers());
     admin::AdminServer server(options, host.metrics(), handlers);
     server.start();
     httplib::Client client("127.0.0.1", server.port());
@@ -166,7 +166,7 @@ TEST_F(MetricsEndpoint, OldestDelayCountsRetriesNotYetDueAndReviewAndBlockedHave
     options.listen = {"127.0.0.1", 0};
     options.database_url = db_.url();
     options.host_id = "metrics-host";
-    const std::shared_ptr<const dispatch::HandlerSet> handlers(std::shared_ptr<void>{}, &host.handlers());
+    const std::shared_ptr<const routing::HandlerSet> handlers(std::shared_ptr<void>{}, &host.handlers());
     admin::AdminServer server(options, host.metrics(), handlers);
     server.start();
     httplib::Client client("127.0.0.1", server.port());

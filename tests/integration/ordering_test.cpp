@@ -13,10 +13,10 @@
 
 #include <pqxx/pqxx>
 
-#include "admin/discard_service.hpp"
-#include "admin/event_query.hpp"
-#include "admin/retry_service.hpp"
 #include "app/commands.hpp"
+#include "operations/discard_service.hpp"
+#include "operations/event_query.hpp"
+#include "operations/retry_service.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
@@ -68,7 +68,7 @@ protected:
 
     std::optional<nlohmann::json> blocked_by(const std::string& id) const {
         pqxx::connection conn(db_.url());
-        const auto event = admin::EventQuery(conn).get("acme", id);
+        const auto event = operations::EventQuery(conn).get("acme", id);
         if (!event) return std::nullopt;
         return (*event)["blocked_by"];
     }
@@ -114,8 +114,8 @@ TEST_F(Ordering, AReviewedEventBlocksExactlyItsSuccessorsAndARetryReleasesThemIn
     // The cause is fixed (the payload no longer asks for review) and the operator retries.
     db_.exec("UPDATE event_publication SET payload = '{}' WHERE event_id = '" + x[0] + "'");
     pqxx::connection conn(db_.url());
-    admin::RetryRequest request{x[0], version_of(x[0]), "fixed the remote endpoint", "key-1", "alice", "acme", "api"};
-    ASSERT_TRUE(std::holds_alternative<admin::RetryAccepted>(admin::RetryService(conn).retry(request)));
+    operations::RetryRequest request{x[0], version_of(x[0]), "fixed the remote endpoint", "key-1", "alice", "acme", "api"};
+    ASSERT_TRUE(std::holds_alternative<operations::RetryAccepted>(operations::RetryService(conn).retry(request)));
     ASSERT_TRUE(wait_until([&] { return status_of(x[2]) == "COMPLETED"; }, 20s));
     EXPECT_EQ(status_of(x[0]), "COMPLETED");
     EXPECT_EQ(status_of(x[1]), "COMPLETED");
@@ -134,9 +134,9 @@ TEST_F(Ordering, DiscardingAReviewedEventReleasesItsSuccessorsAndItNeverRunsAgai
     EXPECT_EQ(blocked_by(x[1]), nlohmann::json(x[0]));
 
     pqxx::connection conn(db_.url());
-    admin::DiscardRequest request{x[0], version_of(x[0]), "the user account was deleted", "key-d", "alice", "acme", "api"};
-    const auto result = admin::DiscardService(conn).discard(request);
-    ASSERT_TRUE(std::holds_alternative<admin::DiscardAccepted>(result));
+    operations::DiscardRequest request{x[0], version_of(x[0]), "the user account was deleted", "key-d", "alice", "acme", "api"};
+    const auto result = operations::DiscardService(conn).discard(request);
+    ASSERT_TRUE(std::holds_alternative<operations::DiscardAccepted>(result));
     ASSERT_TRUE(wait_until([&] { return status_of(x[2]) == "COMPLETED"; }, 20s));
     EXPECT_EQ(status_of(x[0]), "DISCARDED");
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE completed_at IS NOT NULL AND event_id = '" + x[0] + "'"),

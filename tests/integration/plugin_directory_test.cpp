@@ -40,7 +40,7 @@ protected:
         auto options = fast_options(db_.url(), "hot");
         options.concurrency = 4;
         options.batch_size = 4;
-        runtime_ = std::make_unique<dispatch::Runtime>(options, std::make_shared<const dispatch::HandlerSet>(), metrics_);
+        runtime_ = std::make_unique<dispatch::Runtime>(options, std::make_shared<const routing::HandlerSet>(), metrics_);
         runtime_->start();
     }
     void TearDown() override { runtime_->stop(); }

@@ -39,7 +39,7 @@ public:
     bool stop();
     [[nodiscard]] metrics::Metrics& metrics() noexcept { return host_->metrics(); }
     /// The handlers the host routes to (after start()).
-    [[nodiscard]] const dispatch::HandlerSet& handlers() const { return *handlers_; }
+    [[nodiscard]] const routing::HandlerSet& handlers() const { return *handlers_; }
     [[nodiscard]] dispatch::Runtime& runtime() { return *host_->runtime(); }
     [[nodiscard]] const std::filesystem::path& plugin_dir() const noexcept { return plugin_dir_.path(); }
 
@@ -48,7 +48,7 @@ private:
     config::Config config_;
     std::size_t expected_plugins_ = 0;
     std::unique_ptr<app::Host> host_;
-    std::shared_ptr<const dispatch::HandlerSet> handlers_;
+    std::shared_ptr<const routing::HandlerSet> handlers_;
 };
 
 /// Polls `condition` every 20ms until it holds or `timeout` passes; returns the last result.

@@ -33,10 +33,10 @@ AdminContext::AdminContext(AdminOptions options, metrics::Metrics& metrics, Admi
       probe_pool_(admin_connection_url(options_.database_url, options_.statement_timeout),
                   std::max(1, options_.probe_connections)) {}
 
-std::shared_ptr<const dispatch::HandlerSet> AdminContext::handlers() const {
+std::shared_ptr<const routing::HandlerSet> AdminContext::handlers() const {
     // One empty set, so "no handlers" is the same set from call to call (the /metrics cache
     // recomputes when the set changes).
-    static const auto kNone = std::make_shared<const dispatch::HandlerSet>();
+    static const auto kNone = std::make_shared<const routing::HandlerSet>();
     auto current = handler_source_ ? handler_source_() : nullptr;
     return current ? current : kNone;
 }

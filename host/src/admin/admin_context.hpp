@@ -11,6 +11,7 @@
 #include "admin/error_mapping.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
+#include "db/perform.hpp"
 
 namespace outbox::admin {
 
@@ -25,7 +26,7 @@ public:
     [[nodiscard]] metrics::Metrics& metrics() const noexcept { return metrics_; }
     [[nodiscard]] const Authenticator& auth() const noexcept { return auth_; }
     /// The handlers the host routes to now (never null).
-    [[nodiscard]] std::shared_ptr<const dispatch::HandlerSet> handlers() const;
+    [[nodiscard]] std::shared_ptr<const routing::HandlerSet> handlers() const;
 
     /// Runs `work` on a pooled connection. A pooled connection the server closed while it
     /// was idle is replaced and the work retried (safe: nothing was committed on it);
@@ -57,23 +58,33 @@ private:
     // An admin request waits this long for a pooled connection, then answers 503 BUSY.
     static constexpr auto kPoolWait = std::chrono::seconds{2};
 
+    // Three runs; again only when a pooled connection broke (the server closed it while it
+    // was idle), never when none could be opened.
     template <class Work>
     std::optional<db::DbFailure> run(db::ConnectionPool& pool, Work&& work, std::optional<std::chrono::milliseconds> bound) {
-        constexpr int kAttempts = 3;
-        for (int attempt = 1;; ++attempt) {
-            std::optional<db::ConnectionPool::Handle> conn;
-            try {
-                conn.emplace(pool.acquire(std::chrono::steady_clock::now() + kPoolWait));
-                db::CallGuard guard(**conn, std::chrono::steady_clock::now() +
-                                                bound.value_or(db::connection_settings().call_timeout));
-                work(**conn);
-                return std::nullopt;
-            } catch (...) {
-                if (conn) conn->discard();
-                const db::DbFailure failure = db::classify_db_error(std::current_exception());
-                if (conn && failure.kind == db::DbFailureKind::ConnectionBroken && attempt < kAttempts) continue;
-                return failure;
-            }
+        bool opened = false;
+        const db::RetryPolicy policy{3, [&opened](const db::DbFailure& failure) {
+                                         return opened && failure.kind == db::DbFailureKind::ConnectionBroken;
+                                     }};
+        try {
+            db::perform(
+                [&] {
+                    opened = false;
+                    db::ConnectionPool::Handle conn = pool.acquire(std::chrono::steady_clock::now() + kPoolWait);
+                    opened = true;
+                    try {
+                        db::CallGuard guard(*conn, std::chrono::steady_clock::now() +
+                                                       bound.value_or(db::connection_settings().call_timeout));
+                        work(*conn);
+                    } catch (...) {
+                        conn.discard();
+                        throw;
+                    }
+                },
+                policy);
+            return std::nullopt;
+        } catch (...) {
+            return db::classify_db_error(std::current_exception());
         }
     }
 

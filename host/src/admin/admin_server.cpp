@@ -93,7 +93,7 @@ AdminServer::AdminServer(AdminOptions options, metrics::Metrics& metrics, Handle
     : impl_(std::make_unique<Impl>(std::move(options), metrics, std::move(handlers))) {}
 
 AdminServer::AdminServer(AdminOptions options, metrics::Metrics& metrics,
-                         std::shared_ptr<const dispatch::HandlerSet> handlers)
+                         std::shared_ptr<const routing::HandlerSet> handlers)
     : AdminServer(std::move(options), metrics, HandlerSource([handlers] { return handlers; })) {}
 
 AdminServer::~AdminServer() { stop(); }

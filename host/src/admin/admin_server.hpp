@@ -11,8 +11,8 @@
 
 #include "admin/jwt_verifier.hpp"
 #include "config/config.hpp"
-#include "dispatch/handler_set.hpp"
 #include "metrics/metrics.hpp"
+#include "routing/handler_set.hpp"
 
 namespace outbox::admin {
 
@@ -60,12 +60,12 @@ class AdminServer {
 public:
     /// Returns the handlers the host routes to right now (they can be replaced at run time);
     /// read by /readyz and /metrics at each request. Must be thread-safe.
-    using HandlerSource = std::function<std::shared_ptr<const dispatch::HandlerSet>()>;
+    using HandlerSource = std::function<std::shared_ptr<const routing::HandlerSet>()>;
 
     AdminServer(AdminOptions options, metrics::Metrics& metrics, HandlerSource handlers);
     /// With a fixed handler set (null: none).
     AdminServer(AdminOptions options, metrics::Metrics& metrics,
-                std::shared_ptr<const dispatch::HandlerSet> handlers);
+                std::shared_ptr<const routing::HandlerSet> handlers);
     ~AdminServer();
     AdminServer(const AdminServer&) = delete;
     AdminServer& operator=(const AdminServer&) = delete;

@@ -3,16 +3,12 @@
 #include <cctype>
 
 #include "admin/error_mapping.hpp"
+#include "core/identifiers.hpp"
 
 namespace outbox::admin {
 
 bool normalize_uuid(std::string& id) {
-    bool valid = id.size() == 36;
-    for (std::size_t i = 0; valid && i < id.size(); ++i) {
-        const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        valid = dash ? id[i] == '-' : std::isxdigit(static_cast<unsigned char>(id[i])) != 0;
-    }
-    if (!valid) return false;
+    if (!core::is_uuid(id)) return false;
     for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return true;
 }

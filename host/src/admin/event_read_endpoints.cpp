@@ -7,7 +7,7 @@
 
 #include "admin/endpoints.hpp"
 #include "admin/event_id.hpp"
-#include "admin/event_query.hpp"
+#include "operations/event_query.hpp"
 
 namespace outbox::admin {
 namespace {
@@ -17,8 +17,8 @@ using nlohmann::json;
 void list_events(AdminContext& context, const HttpRequest& req, HttpResponse& res) {
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !require_reader(*principal, res, "outbox events")) return;
-    EventFilter filter;
-    if (const auto error = parse_event_filter(req.query_param("status"), req.query_param("event_type"),
+    operations::EventFilter filter;
+    if (const auto error = operations::parse_event_filter(req.query_param("status"), req.query_param("event_type"),
                                               req.query_param("last_error_code"),
                                               req.query_param("limit"), req.query_param("cursor"), filter)) {
         send_error(res, 400, error->code, error->message);
@@ -26,7 +26,7 @@ void list_events(AdminContext& context, const HttpRequest& req, HttpResponse& re
     }
     json page;
     if (!context.with_database(
-            res, [&](pqxx::connection& conn) { page = EventQuery(conn).list(principal->company_id, filter); })) {
+            res, [&](pqxx::connection& conn) { page = operations::EventQuery(conn).list(principal->company_id, filter); })) {
         return;
     }
     res.body = page.dump();
@@ -38,7 +38,7 @@ void get_event(AdminContext& context, const HttpRequest& req, HttpResponse& res,
     if (!normalize_event_id(res, id)) return;
     std::optional<json> event;
     if (!context.with_database(
-            res, [&](pqxx::connection& conn) { event = EventQuery(conn).get(principal->company_id, id); })) {
+            res, [&](pqxx::connection& conn) { event = operations::EventQuery(conn).get(principal->company_id, id); })) {
         return;
     }
     if (!event) return send_not_accessible(res);

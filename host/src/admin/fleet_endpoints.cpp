@@ -6,8 +6,8 @@
 #include <pqxx/pqxx>
 
 #include "admin/endpoints.hpp"
-#include "dispatch/handler_pause.hpp"
 #include "fleet/fleet_registry.hpp"
+#include "routing/paused_handlers.hpp"
 
 namespace outbox::admin {
 namespace {
@@ -16,10 +16,10 @@ void fleet_view(AdminContext& context, const HttpRequest& req, HttpResponse& res
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !context.auth().require_platform_role(*principal, res)) return;
     std::optional<fleet::FleetView> view;
-    std::vector<dispatch::PausedHandler> paused;
+    std::vector<routing::PausedHandler> paused;
     if (!context.with_database(res, [&](pqxx::connection& conn) {
             view = fleet::read_fleet(conn);
-            paused = dispatch::read_paused_handlers(conn);
+            paused = routing::read_paused_handlers(conn);
         })) {
         return;
     }

@@ -4,11 +4,12 @@
 // (a platform role pauses or resumes a handler on every host; shared with `outboxd handlers`).
 #include <pqxx/pqxx>
 
-#include "admin/bulk_retry_service.hpp"
 #include "admin/endpoints.hpp"
 #include "admin/event_id.hpp"
-#include "dispatch/handler_pause.hpp"
+#include "core/identifiers.hpp"
 #include "log/log.hpp"
+#include "operations/bulk_retry_service.hpp"
+#include "operations/handler_pause.hpp"
 
 namespace outbox::admin {
 namespace {
@@ -30,8 +31,8 @@ bool optional_string(const json& object, const char* name, std::optional<std::st
 }
 
 // `ids`: an array of 1 to kMaxBulkRetry UUIDs, stored lower-cased into `f.event_ids`.
-bool read_event_ids(const json& ids, BulkRetryFilter& f) {
-    if (!ids.is_array() || ids.empty() || ids.size() > static_cast<std::size_t>(kMaxBulkRetry)) return false;
+bool read_event_ids(const json& ids, operations::BulkRetryFilter& f) {
+    if (!ids.is_array() || ids.empty() || ids.size() > static_cast<std::size_t>(operations::kMaxBulkRetry)) return false;
     std::vector<std::string> out;
     for (const auto& item : ids) {
         if (!item.is_string()) return false;
@@ -46,7 +47,7 @@ bool read_event_ids(const json& ids, BulkRetryFilter& f) {
 void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res) {
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !require_admin(*principal, res, "retry events")) return;
-    BulkRetryRequest request;
+    operations::BulkRetryRequest request;
     request.idempotency_key = req.header("Idempotency-Key").value_or("");
     request.actor = principal->subject;
     request.company_id = principal->company_id;
@@ -93,14 +94,14 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
     if (const auto ids = filter->find("event_ids"); ids != filter->end() && !ids->is_null()) {
         if (!read_event_ids(*ids, f)) {
             send_error(res, 400, "INVALID_FILTER",
-                       "event_ids must be an array of 1 to " + std::to_string(kMaxBulkRetry) + " event ids (UUIDs)");
+                       "event_ids must be an array of 1 to " + std::to_string(operations::kMaxBulkRetry) + " event ids (UUIDs)");
             return;
         }
         f.limit = static_cast<int>(f.event_ids->size());  // all of them unless a limit says otherwise
     }
     if (const auto limit = filter->find("limit"); limit != filter->end() && !limit->is_null()) {
-        if (!limit->is_number_integer() || limit->get<long long>() < 1 || limit->get<long long>() > kMaxBulkRetry) {
-            send_error(res, 422, "INVALID_LIMIT", "limit must be 1 to " + std::to_string(kMaxBulkRetry));
+        if (!limit->is_number_integer() || limit->get<long long>() < 1 || limit->get<long long>() > operations::kMaxBulkRetry) {
+            send_error(res, 422, "INVALID_LIMIT", "limit must be 1 to " + std::to_string(operations::kMaxBulkRetry));
             return;
         }
         f.limit = limit->get<int>();
@@ -112,15 +113,15 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
     }
     request.reason = reason->get<std::string>();
 
-    BulkRetryResult result;
-    if (!context.with_database(res, [&](pqxx::connection& conn) { result = BulkRetryService(conn).retry(request); })) {
+    operations::BulkRetryResult result;
+    if (!context.with_database(res, [&](pqxx::connection& conn) { result = operations::BulkRetryService(conn).retry(request); })) {
         return;
     }
-    if (const auto* rejected = std::get_if<RetryRejected>(&result)) {
-        send_error(res, rejected->kind == RetryRejected::Kind::BadRequest ? 400 : 422, rejected->code, rejected->message);
+    if (const auto* rejected = std::get_if<operations::RetryRejected>(&result)) {
+        send_error(res, rejected->kind == operations::RetryRejected::Kind::BadRequest ? 400 : 422, rejected->code, rejected->message);
         return;
     }
-    const auto& accepted = std::get<BulkRetryAccepted>(result);
+    const auto& accepted = std::get<operations::BulkRetryAccepted>(result);
     if (accepted.replayed) {
         res.set_header("Idempotent-Replayed", "true");
     } else {
@@ -133,13 +134,13 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
 void set_paused(AdminContext& context, const HttpRequest& req, HttpResponse& res, const std::string& name, bool pause) {
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !context.auth().require_platform_role(*principal, res)) return;
-    if (!dispatch::valid_handler_name(name)) {
+    if (!core::is_handler_name(name)) {
         send_error(res, 400, "INVALID_HANDLER_NAME", "a handler name is 1 to 100 of a-z 0-9 . _ - starting with a letter or digit");
         return;
     }
     bool changed = false;
     if (!context.with_database(res, [&](pqxx::connection& conn) {
-            changed = dispatch::set_handler_paused(conn, name, pause, principal->subject, "api");
+            changed = operations::set_handler_paused(conn, name, pause, principal->subject, "api");
         })) {
         return;
     }

@@ -7,12 +7,12 @@
 
 #include <pqxx/pqxx>
 
-#include "admin/db_probe.hpp"
 #include "admin/endpoints.hpp"
 #include "admin/shared_result.hpp"
 #include "fleet/fleet_registry.hpp"
 #include "log/log.hpp"
 #include "metrics/prometheus.hpp"
+#include "operations/backlog_query.hpp"
 
 namespace outbox::admin {
 namespace {
@@ -28,7 +28,7 @@ void healthz(HttpResponse& res) { res.body = R"({"status":"ok"})"; }
 void readyz(AdminContext& context, HttpResponse& res) {
     const auto timeout = context.options().probe_timeout;
     const auto failure =
-        context.try_probe_database([&](pqxx::connection& conn) { ping_database(conn, timeout); }, probe_bound(context));
+        context.try_probe_database([&](pqxx::connection& conn) { operations::ping_database(conn, timeout); }, probe_bound(context));
     if (failure) {
         send_error(res, 503, "DATABASE_UNAVAILABLE", "the database does not answer (" + failure->describe() + ")");
         return;
@@ -43,11 +43,11 @@ void readyz(AdminContext& context, HttpResponse& res) {
 
 /// The database part of /metrics, computed at most once per admin.metrics_cache for a
 /// handler set, with one computation in flight: scrapers cannot multiply the queries.
-std::optional<metrics::DbGauges> compute_gauges(AdminContext& context, const dispatch::HandlerSet& handlers) {
+std::optional<metrics::DbGauges> compute_gauges(AdminContext& context, const routing::HandlerSet& handlers) {
     std::optional<metrics::DbGauges> gauges;
     const auto failure = context.try_probe_database(
         [&](pqxx::connection& conn) {
-            gauges = read_db_gauges(conn, handlers, context.options().probe_timeout);
+            gauges = operations::read_db_gauges(conn, handlers, context.options().probe_timeout);
             const fleet::FleetView view = fleet::read_fleet(conn);
             for (const auto& host : view.hosts) {
                 ++gauges->fleet_hosts[host.live ? "live" : host.stopped ? "stopped" : "gone"];

@@ -5,12 +5,12 @@
 
 #include <pqxx/pqxx>
 
-#include "admin/discard_service.hpp"
 #include "admin/endpoints.hpp"
 #include "admin/event_id.hpp"
-#include "admin/retry_service.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
+#include "operations/discard_service.hpp"
+#include "operations/retry_service.hpp"
 
 namespace outbox::admin {
 namespace {
@@ -21,15 +21,15 @@ struct EventAction {
     const char* what;          // "retry events", in the 403 answer
     const char* new_status;    // the status a 202 reports
     const char* accepted_log;  // "manual retry accepted: event is PENDING"
-    std::function<RetryResult(pqxx::connection&, const RetryRequest&)> perform;
+    std::function<operations::RetryResult(pqxx::connection&, const operations::RetryRequest&)> perform;
     std::function<void(AdminContext&)> on_accepted;  // counted once, never for a replay
 };
 
 // The request both actions take: {"expected_version": N, "reason": "..."} with an
 // Idempotency-Key header. Answers the error itself and returns nullopt when it is malformed.
-std::optional<RetryRequest> read_action_request(const Principal& principal, const HttpRequest& req, HttpResponse& res,
+std::optional<operations::RetryRequest> read_action_request(const Principal& principal, const HttpRequest& req, HttpResponse& res,
                                                 std::string id) {
-    RetryRequest request;
+    operations::RetryRequest request;
     request.event_id = std::move(id);
     request.idempotency_key = req.header("Idempotency-Key").value_or("");
     request.actor = principal.subject;
@@ -71,11 +71,11 @@ void act_on_event(AdminContext& context, const EventAction& action, const HttpRe
     const auto request = read_action_request(*principal, req, res, std::move(id));
     if (!request) return;
 
-    RetryResult result;
+    operations::RetryResult result;
     if (!context.with_database(res, [&](pqxx::connection& conn) { result = action.perform(conn, *request); })) {
         return;
     }
-    if (const auto* accepted = std::get_if<RetryAccepted>(&result)) {
+    if (const auto* accepted = std::get_if<operations::RetryAccepted>(&result)) {
         if (accepted->replayed) {
             res.set_header("Idempotent-Replayed", "true");
         } else {
@@ -86,15 +86,15 @@ void act_on_event(AdminContext& context, const EventAction& action, const HttpRe
         res.status = 202;
         res.body =
             json{{"event_id", accepted->event_id}, {"status", action.new_status}, {"version", accepted->version}}.dump();
-    } else if (const auto* conflict = std::get_if<RetryConflict>(&result)) {
+    } else if (const auto* conflict = std::get_if<operations::RetryConflict>(&result)) {
         send_error(res, 409, conflict->code, conflict->message,
                    {{"current_version", conflict->current_version}, {"current_status", conflict->current_status}});
     } else {
-        const auto& rejected = std::get<RetryRejected>(result);
+        const auto& rejected = std::get<operations::RetryRejected>(result);
         switch (rejected.kind) {
-            case RetryRejected::Kind::BadRequest: send_error(res, 400, rejected.code, rejected.message); break;
-            case RetryRejected::Kind::Unprocessable: send_error(res, 422, rejected.code, rejected.message); break;
-            case RetryRejected::Kind::NotVisible: send_not_accessible(res); break;
+            case operations::RetryRejected::Kind::BadRequest: send_error(res, 400, rejected.code, rejected.message); break;
+            case operations::RetryRejected::Kind::Unprocessable: send_error(res, 422, rejected.code, rejected.message); break;
+            case operations::RetryRejected::Kind::NotVisible: send_not_accessible(res); break;
         }
     }
 }
@@ -112,8 +112,8 @@ void add_event_action(Router& router, AdminContext& context, const char* path, E
 void add_retry_endpoints(Router& router, AdminContext& context) {
     add_event_action(router, context, "/api/v1/admin/outbox-events/{id}/retry",
                      EventAction{"retry events", "PENDING", "manual retry accepted: event is PENDING",
-                                 [](pqxx::connection& conn, const RetryRequest& request) {
-                                     return RetryService(conn).retry(request);
+                                 [](pqxx::connection& conn, const operations::RetryRequest& request) {
+                                     return operations::RetryService(conn).retry(request);
                                  },
                                  nullptr});
 }
@@ -121,8 +121,8 @@ void add_retry_endpoints(Router& router, AdminContext& context) {
 void add_discard_endpoints(Router& router, AdminContext& context) {
     add_event_action(router, context, "/api/v1/admin/outbox-events/{id}/discard",
                      EventAction{"discard events", "DISCARDED", "discard accepted: event is DISCARDED",
-                                 [](pqxx::connection& conn, const RetryRequest& request) {
-                                     return DiscardService(conn).discard(request);
+                                 [](pqxx::connection& conn, const operations::RetryRequest& request) {
+                                     return operations::DiscardService(conn).discard(request);
                                  },
                                  [](AdminContext& ctx) {
                                      ctx.metrics().event_outcome(metrics::Metrics::Outcome::Discarded);

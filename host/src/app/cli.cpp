@@ -14,7 +14,7 @@
 
 namespace outbox::app {
 
-int run_cli(int argc, char** argv) {
+int run_cli(int argc, char** argv, const AdminFactory& admin) {
     CLI::App app{"outboxd: transactional-outbox worker runtime for PostgreSQL"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("outboxd ") + OUTBOXD_VERSION + " (needs database schema version " +
@@ -117,7 +117,7 @@ int run_cli(int argc, char** argv) {
     log::init(config.log.level, config.log.format);
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
-    if (*run) return run_command(config, migrate_first);
+    if (*run) return run_command(config, migrate_first, admin);
     if (*migrate) return migrate_command(config, roles, offline);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);

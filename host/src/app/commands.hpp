@@ -3,14 +3,16 @@
 #include <optional>
 #include <string>
 
+#include "app/admin_listener.hpp"
 #include "config/config.hpp"
 #include "db/migrator.hpp"
 
 namespace outbox::app {
 
 /// `outboxd run`: load plugins, start the worker runtime, serve until SIGTERM/SIGINT, then
-/// drain and exit 0. With `migrate_first`, applies pending migrations before starting.
-int run_command(const config::Config& config, bool migrate_first);
+/// drain and exit 0. With `migrate_first`, applies pending migrations before starting;
+/// `admin` builds the admin listener.
+int run_command(const config::Config& config, bool migrate_first, const AdminFactory& admin);
 
 /// `outboxd migrate [--offline]`: applies pending migrations and reports them, then grants
 /// the runtime and publisher roles (given now or stored by an earlier migrate) their

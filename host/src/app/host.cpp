@@ -4,8 +4,6 @@
 
 #include <pqxx/pqxx>
 
-#include "admin/admin_server.hpp"
-#include "admin/db_probe.hpp"
 #include "app/host_identity.hpp"
 #include "app/plugin_routing.hpp"
 #include "app/systemd_notifier.hpp"
@@ -15,6 +13,7 @@
 #include "fleet/fleet_registry.hpp"
 #include "lease/retention.hpp"
 #include "log/log.hpp"
+#include "operations/backlog_query.hpp"
 #include "plugin/plugin_directory.hpp"
 #include "plugin/plugin_watcher.hpp"
 
@@ -27,7 +26,7 @@ plugin::HandlerConfigs handler_configs(const config::Config& config) {
     return configs;
 }
 
-void warn_about_unused_sections(const config::Config& config, const dispatch::HandlerSet& handlers) {
+void warn_about_unused_sections(const config::Config& config, const routing::HandlerSet& handlers) {
     for (const auto& [name, settings] : config.handlers) {
         const auto& entries = handlers.entries();
         const bool present = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.name == name; });
@@ -81,7 +80,7 @@ int check_schema(pqxx::connection& conn, bool migrate_first, std::chrono::millis
 constexpr auto kStatusInterval = std::chrono::seconds{10};
 
 /// The STATUS= line: handlers by name, then the backlog by status and its oldest age.
-std::string status_line(const dispatch::HandlerSet& handlers, const std::optional<metrics::DbGauges>& gauges) {
+std::string status_line(const routing::HandlerSet& handlers, const std::optional<metrics::DbGauges>& gauges) {
     std::string line = std::to_string(handlers.entries().size()) + " handler(s)";
     for (std::size_t i = 0; i < handlers.entries().size(); ++i) {
         line += (i == 0 ? ": " : ", ") + handlers.entries()[i].name;
@@ -161,10 +160,10 @@ bool Host::start(std::stop_token stop) {
     db::configure_connections(connection_settings_of(config_, "outboxd " + host_id_));
 
     // Read before anything else starts: an unreadable JWT key file is a configuration error.
-    std::optional<admin::AdminOptions> admin_options;
-    if (config_.admin.listen_address) {
+    StartAdmin start_admin;
+    if (config_.admin.listen_address && options_.admin) {
         try {
-            admin_options = admin::AdminOptions::from(config_, host_id_);
+            start_admin = options_.admin(config_, host_id_);
         } catch (const config::ConfigError& e) {
             throw StartError(2, std::string("config error: ") + e.what());
         }
@@ -192,15 +191,7 @@ bool Host::start(std::stop_token stop) {
     // The listener starts before any claim, so a host that cannot bind exits having done
     // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
     // It reads the runtime's current handlers, which may be replaced while it runs.
-    if (admin_options) {
-        try {
-            admin_server_ = std::make_unique<admin::AdminServer>(
-                *admin_options, metrics_, admin::AdminServer::HandlerSource([this] { return runtime_->handlers(); }));
-            admin_server_->start();
-        } catch (const admin::AdminStartError& e) {
-            throw StartError(1, e.what());
-        }
-    }
+    if (start_admin) admin_server_ = start_admin(metrics_, [this] { return runtime_->handlers(); });
     if (stop.stop_requested()) return false;
 
     runtime_->start();
@@ -211,7 +202,7 @@ bool Host::start(std::stop_token stop) {
                                       std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); },
                                       db::Migrator().latest_version(), schema_accepted_},
         runtime_->outage(), runtime_->current_handlers());
-    registry_thread_ = std::jthread([this](std::stop_token token) { registry_->run(token); });
+    registry_service_.start("fleet registry", [this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.
     watcher_ = std::make_unique<plugin::PluginWatcher>(config_.plugins.dir, std::chrono::seconds{5}, [this, settings] {
         // A rescan asked for by SIGHUP ends with READY=1, however it ends.
@@ -227,9 +218,9 @@ bool Host::start(std::stop_token stop) {
         runtime_->set_handlers(handler_set_from(plugins_->current(), settings));
         registry_->refresh();
     });
-    watcher_thread_ = std::jthread([this](std::stop_token token) { watcher_->run(token); });
+    services_.start("plugin watcher", [this](std::stop_token token) { watcher_->run(token); });
     watcher_ready_ = watcher_.get();
-    retention_thread_ = std::jthread([this](std::stop_token token) {
+    services_.start("retention", [this](std::stop_token token) {
         lease::Retention(config_.outbox.retention)
             .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);
     });
@@ -239,7 +230,9 @@ bool Host::start(std::stop_token stop) {
               std::to_string(config_.outbox.concurrency));
     // READY=1 goes out with the first STATUS= line, from the status thread (only when a
     // supervisor listens: it queries the database every 10 s).
-    if (options_.notifier && options_.notifier->enabled()) status_thread_ = std::jthread([this](std::stop_token token) { report_status(token); });
+    if (options_.notifier && options_.notifier->enabled()) {
+        services_.start("status", [this](std::stop_token token) { report_status(token); });
+    }
     return true;
 }
 
@@ -260,7 +253,7 @@ void Host::report_status(std::stop_token stop) {
         const auto handlers = runtime_->handlers();
         std::optional<metrics::DbGauges> gauges;
         const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::seconds{5});
-        if (!session.run([&](pqxx::connection& conn) { gauges = admin::read_db_gauges(conn, *handlers, bound); }, stop,
+        if (!session.run([&](pqxx::connection& conn) { gauges = operations::read_db_gauges(conn, *handlers, bound); }, stop,
                          bound + std::chrono::seconds{1})) {
             gauges.reset();
         }
@@ -286,23 +279,10 @@ int Host::stop() {
     if (stopped_) return exit_code_;
     stopped_ = true;
     watcher_ready_ = nullptr;
-    if (status_thread_.joinable()) {
-        status_thread_.request_stop();
-        status_thread_.join();
-    }
-    // Stopped at once, joined later: its last write (the host's row marked stopped) runs
-    // while the runtime drains instead of after it.
-    registry_thread_.request_stop();
-    if (watcher_thread_.joinable()) {
-        watcher_thread_.request_stop();
-        watcher_thread_.join();
-    }
-    if (retention_thread_.joinable()) {
-        retention_thread_.request_stop();
-        retention_thread_.join();
-    }
+    registry_service_.request_stop();
+    services_.stop();
     const bool clean = runtime_ ? runtime_->stop() : true;
-    if (registry_thread_.joinable()) registry_thread_.join();
+    registry_service_.stop();
     if (admin_server_) admin_server_->stop();
     exit_code_ = clean && !(runtime_ && runtime_->exhausted()) ? 0 : 3;
     threads_stuck_ = !clean;

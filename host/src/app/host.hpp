@@ -8,14 +8,13 @@
 #include <string>
 #include <thread>
 
+#include "app/admin_listener.hpp"
 #include "config/config.hpp"
 #include "db/connect.hpp"
 #include "dispatch/runtime.hpp"
 #include "metrics/metrics.hpp"
+#include "service/service.hpp"
 
-namespace outbox::admin {
-class AdminServer;
-}
 namespace outbox::fleet {
 class FleetRegistry;
 }
@@ -72,6 +71,8 @@ public:
         /// Told READY/STATUS/RELOADING and fed by the scheduler's loop (optional; must
         /// outlive the host).
         SystemdNotifier* notifier = nullptr;
+        /// Builds the admin listener when admin.listen is not off (empty: no listener).
+        AdminFactory admin;
     };
 
     Host(config::Config config, Options options);
@@ -107,14 +108,14 @@ private:
     std::unique_ptr<PrivateDir> private_dir_;
     std::unique_ptr<plugin::PluginDirectory> plugins_;
     std::unique_ptr<dispatch::Runtime> runtime_;
-    std::unique_ptr<admin::AdminServer> admin_server_;
+    std::unique_ptr<AdminListener> admin_server_;
     std::unique_ptr<fleet::FleetRegistry> registry_;
     std::unique_ptr<plugin::PluginWatcher> watcher_;
     std::atomic<plugin::PluginWatcher*> watcher_ready_{nullptr};
-    std::jthread registry_thread_;
-    std::jthread watcher_thread_;
-    std::jthread retention_thread_;
-    std::jthread status_thread_;
+    // The registry is asked to stop first and joined last: its last write (the host's row
+    // marked stopped) runs while the runtime drains.
+    service::ServiceGroup registry_service_;
+    service::ServiceGroup services_;  // plugin watcher, retention, STATUS= reports
     std::atomic<bool> reload_pending_{false};
     bool stopped_ = false;
     bool threads_stuck_ = false;

@@ -5,9 +5,10 @@
 #include <iostream>
 
 #include "app/commands.hpp"
+#include "core/identifiers.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
-#include "dispatch/handler_pause.hpp"
+#include "operations/handler_pause.hpp"
 #include "registry/event_types.hpp"
 
 namespace outbox::app {
@@ -35,14 +36,14 @@ std::string cli_actor() {
 
 int handlers_command(const config::Config& config, bool pause, const std::string& name) {
     const char* command = pause ? "handlers pause" : "handlers resume";
-    if (!dispatch::valid_handler_name(name)) {
+    if (!core::is_handler_name(name)) {
         std::cerr << "outboxd " << command
                   << ": a handler name is 1 to 100 of a-z 0-9 . _ - starting with a letter or digit\n";
         return 2;
     }
     try {
         auto conn = db::open_connection(config.database.url);
-        const bool changed = dispatch::set_handler_paused(*conn, name, pause, cli_actor(), "cli");
+        const bool changed = operations::set_handler_paused(*conn, name, pause, cli_actor(), "cli");
         if (pause) {
             std::cout << "handler " << name
                       << (changed ? " paused on every host: no new calls; its events wait without using attempts\n"

@@ -11,16 +11,16 @@ std::string joined(const std::vector<std::string>& items) {
 }
 }  // namespace
 
-std::shared_ptr<const dispatch::HandlerSet> handler_set_from(const std::vector<plugin::LoadedPlugin>& plugins,
+std::shared_ptr<const routing::HandlerSet> handler_set_from(const std::vector<plugin::LoadedPlugin>& plugins,
                                                              const SettingsLookup& settings) {
-    std::vector<dispatch::HandlerEntry> entries;
+    std::vector<routing::HandlerEntry> entries;
     entries.reserve(plugins.size());
     for (const auto& plugin : plugins) {
-        entries.push_back(dispatch::HandlerEntry{plugin.handler_name, plugin.event_types, plugin.handler,
-                                                 settings(plugin.handler_name), plugin.file, plugin.abi,
-                                                 plugin.sha256});
+        entries.push_back(routing::HandlerEntry{plugin.handler_name, plugin.event_types, plugin.handler,
+                                                routing::resolve(settings(plugin.handler_name)), plugin.file,
+                                                plugin.abi, plugin.sha256});
     }
-    return std::make_shared<const dispatch::HandlerSet>(std::move(entries));
+    return std::make_shared<const routing::HandlerSet>(std::move(entries));
 }
 
 void report_change(const plugin::DirectoryChange& change, metrics::Metrics& metrics) {

@@ -6,16 +6,16 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dispatch/handler_set.hpp"
 #include "metrics/metrics.hpp"
 #include "plugin/plugin_directory.hpp"
+#include "routing/handler_set.hpp"
 
 namespace outbox::app {
 
 using SettingsLookup = std::function<config::HandlerSettings(const std::string& handler_name)>;
 
 /// The routing table for `plugins`, each with its settings.
-std::shared_ptr<const dispatch::HandlerSet> handler_set_from(const std::vector<plugin::LoadedPlugin>& plugins,
+std::shared_ptr<const routing::HandlerSet> handler_set_from(const std::vector<plugin::LoadedPlugin>& plugins,
                                                              const SettingsLookup& settings);
 
 /// One log line per added, replaced, removed and rejected plugin; rejections are counted

@@ -1,11 +1,11 @@
 #include <iostream>
 #include <random>
 
-#include "admin/bulk_retry_service.hpp"
-#include "admin/retry_service.hpp"
 #include "app/commands.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
+#include "operations/bulk_retry_service.hpp"
+#include "operations/retry_service.hpp"
 
 namespace outbox::app {
 namespace {
@@ -32,7 +32,7 @@ std::string new_key() {
 }
 
 int bulk_retry(const config::Config& config, const RetryArgs& args) {
-    admin::BulkRetryRequest request;
+    operations::BulkRetryRequest request;
     request.filter.event_type = args.event_type;
     request.filter.last_error_code = args.code;
     request.filter.occurred_before = args.before;
@@ -44,12 +44,12 @@ int bulk_retry(const config::Config& config, const RetryArgs& args) {
     request.channel = "cli";
     try {
         auto conn = db::open_connection(config.database.url);
-        const admin::BulkRetryResult result = admin::BulkRetryService(*conn).retry(request);
-        if (const auto* rejected = std::get_if<admin::RetryRejected>(&result)) {
+        const operations::BulkRetryResult result = operations::BulkRetryService(*conn).retry(request);
+        if (const auto* rejected = std::get_if<operations::RetryRejected>(&result)) {
             std::cerr << "outboxd retry: " << rejected->code << ": " << rejected->message << "\n";
             return 1;
         }
-        const auto& accepted = std::get<admin::BulkRetryAccepted>(result);
+        const auto& accepted = std::get<operations::BulkRetryAccepted>(result);
         if (accepted.replayed) {
             std::cout << "already done with this idempotency key and the same request; nothing done now. ";
         }
@@ -86,7 +86,7 @@ int retry_command(const config::Config& config, const RetryArgs& args) {
         std::cerr << "outboxd retry: EVENT_ID needs --expected-version and --idempotency-key\n";
         return 2;
     }
-    admin::RetryRequest request;
+    operations::RetryRequest request;
     request.event_id = args.event_id;
     request.expected_version = *args.expected_version;
     request.reason = args.reason;
@@ -95,8 +95,8 @@ int retry_command(const config::Config& config, const RetryArgs& args) {
     request.channel = "cli";
     try {
         auto conn = db::open_connection(config.database.url);
-        const admin::RetryResult result = admin::RetryService(*conn).retry(request);
-        if (const auto* accepted = std::get_if<admin::RetryAccepted>(&result)) {
+        const operations::RetryResult result = operations::RetryService(*conn).retry(request);
+        if (const auto* accepted = std::get_if<operations::RetryAccepted>(&result)) {
             if (accepted->replayed) {
                 std::cout << "event " << accepted->event_id
                           << ": already re-driven with this idempotency key and the same request; nothing done now "
@@ -108,13 +108,13 @@ int retry_command(const config::Config& config, const RetryArgs& args) {
             }
             return 0;
         }
-        if (const auto* conflict = std::get_if<admin::RetryConflict>(&result)) {
+        if (const auto* conflict = std::get_if<operations::RetryConflict>(&result)) {
             std::cerr << "outboxd retry: " << conflict->code << ": " << conflict->message << " (current status "
                       << conflict->current_status << ", version " << conflict->current_version << ")\n";
             return 1;
         }
-        const auto& rejected = std::get<admin::RetryRejected>(result);
-        if (rejected.kind == admin::RetryRejected::Kind::NotVisible) {
+        const auto& rejected = std::get<operations::RetryRejected>(result);
+        if (rejected.kind == operations::RetryRejected::Kind::NotVisible) {
             std::cerr << "outboxd retry: EVENT_NOT_FOUND: no event with this id\n";
         } else {
             std::cerr << "outboxd retry: " << rejected.code << ": " << rejected.message << "\n";

@@ -24,7 +24,7 @@ std::chrono::milliseconds stop_margin(const config::Config& config) {
 }
 }  // namespace
 
-int run_command(const config::Config& config, bool migrate_first) {
+int run_command(const config::Config& config, bool migrate_first, const AdminFactory& admin) {
     try {
         ensure_descriptor_limit(config);
     } catch (const StartError& e) {
@@ -42,7 +42,7 @@ int run_command(const config::Config& config, bool migrate_first) {
 
     std::stop_source stopping;
     SystemdNotifier notifier;  // no-op unless systemd (NOTIFY_SOCKET) started this process
-    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }, &notifier});
+    Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }, &notifier, admin});
     std::jthread signal_thread([&] {
         int received = 0;
         while (sigwait(&signals, &received) == 0) {

@@ -6,48 +6,12 @@
 #include "app/commands.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
-#include "dispatch/handler_pause.hpp"
 #include "fleet/fleet_registry.hpp"
+#include "operations/backlog_query.hpp"
+#include "routing/paused_handlers.hpp"
 
 namespace outbox::app {
 namespace {
-
-constexpr const char* kCountsSql = R"SQL(
-SELECT status, event_type, count(*) FROM event_publication GROUP BY status, event_type ORDER BY status, event_type
-)SQL";
-
-constexpr const char* kOldestSql = R"SQL(
-SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::bigint
-FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
-)SQL";
-
-// Waiting events held back by an earlier unfinished or reviewed event of their aggregate.
-#define OUTBOX_EARLIER_UNFINISHED(w)                                                                     \
-    "EXISTS (SELECT 1 FROM event_publication earlier WHERE earlier.company_id = " w ".company_id "     \
-    "AND earlier.aggregate_key = " w ".aggregate_key AND earlier.aggregate_seq < " w ".aggregate_seq " \
-    "AND earlier.aggregate_seq IS NOT NULL "                                                           \
-    "AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED'))"
-
-constexpr const char* kBlockedSql =
-    "SELECT count(*) FROM event_publication w WHERE w.aggregate_seq IS NOT NULL "
-    "AND w.status IN ('PENDING', 'RETRY_WAIT') AND " OUTBOX_EARLIER_UNFINISHED("w");
-
-// A type is reported unhandled when it has due events nobody has ever attempted for over a
-// minute while nothing of that type is in flight: no host in the fleet claims it. Events
-// blocked behind an earlier one of their aggregate are not counted: they are waiting, not lost.
-constexpr const char* kUnhandledSql =
-    "SELECT event_type, count(*), extract(epoch FROM now() - min(occurred_at))::bigint "
-    "FROM event_publication p "
-    "WHERE status = 'PENDING' AND attempt_count = 0 AND next_attempt_at < now() - interval '1 minute' "
-    "AND NOT EXISTS (SELECT 1 FROM event_publication q WHERE q.status = 'PROCESSING' AND q.event_type = p.event_type) "
-    "AND NOT (p.aggregate_seq IS NOT NULL AND " OUTBOX_EARLIER_UNFINISHED("p") ") "
-    "GROUP BY event_type ORDER BY event_type";
-#undef OUTBOX_EARLIER_UNFINISHED
-
-constexpr const char* kReviewSql = R"SQL(
-SELECT event_type, coalesce(last_error_code, '-'), count(*) FROM event_publication
-WHERE status = 'REVIEW_REQUIRED' GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
-)SQL";
 
 void print_fleet(const fleet::FleetView& view) {
     std::cout << "\nFLEET\n";
@@ -99,30 +63,26 @@ void print_fleet(const fleet::FleetView& view) {
 int status_command(const config::Config& config) {
     try {
         auto conn = db::open_connection(config.database.url);
-        pqxx::read_transaction tx(*conn);
+        const operations::StatusReport report = operations::read_status_report(*conn);
         std::cout << "EVENTS BY STATUS AND TYPE\n";
         std::cout << std::left << std::setw(18) << "STATUS" << std::setw(32) << "EVENT TYPE" << "COUNT\n";
-        for (const auto& row : tx.exec(kCountsSql)) {
-            std::cout << std::setw(18) << row[0].c_str() << std::setw(32) << row[1].c_str() << row[2].c_str() << "\n";
+        for (const auto& row : report.counts) {
+            std::cout << std::setw(18) << row.status << std::setw(32) << row.event_type << row.count << "\n";
         }
-        std::cout << "\noldest undelivered event: " << tx.exec(kOldestSql)[0][0].as<long long>() << "s old\n";
-        std::cout << "blocked behind an earlier event of their aggregate: " << tx.exec(kBlockedSql)[0][0].c_str()
-                  << " event(s)\n";
-        const pqxx::result unhandled = tx.exec(kUnhandledSql);
+        std::cout << "\noldest undelivered event: " << report.oldest_seconds << "s old\n";
+        std::cout << "blocked behind an earlier event of their aggregate: " << report.blocked << " event(s)\n";
         std::cout << "\nUNHANDLED EVENT TYPES (pending for over a minute, never claimed)\n";
-        if (unhandled.empty()) std::cout << "none\n";
-        for (const auto& row : unhandled) {
-            std::cout << std::setw(32) << row[0].c_str() << row[1].c_str() << " event(s), oldest " << row[2].c_str()
+        if (report.unhandled.empty()) std::cout << "none\n";
+        for (const auto& row : report.unhandled) {
+            std::cout << std::setw(32) << row.event_type << row.count << " event(s), oldest " << row.oldest_seconds
                       << "s\n";
         }
-        const pqxx::result review = tx.exec(kReviewSql);
         std::cout << "\nREVIEW_REQUIRED BY TYPE AND CODE\n";
-        if (review.empty()) std::cout << "none\n";
-        for (const auto& row : review) {
-            std::cout << std::setw(32) << row[0].c_str() << std::setw(24) << row[1].c_str() << row[2].c_str() << "\n";
+        if (report.review.empty()) std::cout << "none\n";
+        for (const auto& row : report.review) {
+            std::cout << std::setw(32) << row.event_type << std::setw(24) << row.code << row.count << "\n";
         }
-        tx.commit();
-        const auto paused = dispatch::read_paused_handlers(*conn);
+        const auto paused = routing::read_paused_handlers(*conn);
         std::cout << "\nPAUSED HANDLERS (fleet-wide; their events wait)\n";
         if (paused.empty()) std::cout << "none\n";
         for (const auto& p : paused) {

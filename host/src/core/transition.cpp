@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/identifiers.hpp"
+
 namespace outbox::core {
 
 std::optional<Transition> decide_transition(const std::vector<HandlerOutcome>& outcomes, int attempt_count,
@@ -35,11 +37,6 @@ std::optional<EventStatus> operator_transition(EventStatus from, OperatorAction 
     return action == OperatorAction::Retry ? EventStatus::Pending : EventStatus::Discarded;
 }
 
-std::string sanitize_error_code(const std::string& code) {
-    const bool ok = !code.empty() && code.size() <= 64 && code[0] >= 'A' && code[0] <= 'Z' &&
-                    std::all_of(code.begin(), code.end(),
-                                [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; });
-    return ok ? code : std::string("INVALID_ERROR_CODE");
-}
+std::string sanitize_error_code(const std::string& code) { return is_error_code(code) ? code : std::string("INVALID_ERROR_CODE"); }
 
 }  // namespace outbox::core

@@ -10,8 +10,8 @@
 
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
-#include "db/pg_array.hpp"
 #include "db/db_session.hpp"
+#include "db/pg_array.hpp"
 #include "dispatch/wakeup_listener.hpp"
 #include "log/log.hpp"
 
@@ -172,7 +172,7 @@ void FleetLimiter::ensure_renewer() {
     if (!renewer_.joinable()) renewer_ = std::jthread([this](std::stop_token stop) { renew_loop(stop); });
 }
 
-std::optional<FleetLimiter::Permit> FleetLimiter::acquire(const HandlerEntry& entry,
+std::optional<FleetLimiter::Permit> FleetLimiter::acquire(const routing::HandlerEntry& entry,
                                                           const std::function<bool()>& give_up) {
     std::optional<Permit> permit = entry.settings.max_concurrency ? take_slot(entry, give_up) : std::optional<Permit>(std::in_place);
     if (!permit) return std::nullopt;
@@ -181,7 +181,7 @@ std::optional<FleetLimiter::Permit> FleetLimiter::acquire(const HandlerEntry& en
     return permit;
 }
 
-std::optional<FleetLimiter::Permit> FleetLimiter::take_slot(const HandlerEntry& entry,
+std::optional<FleetLimiter::Permit> FleetLimiter::take_slot(const routing::HandlerEntry& entry,
                                                             const std::function<bool()>& give_up) {
     ensure_renewer();
     const long long ttl_ms = options_.slot_ttl.count();
@@ -210,7 +210,7 @@ std::optional<FleetLimiter::Permit> FleetLimiter::take_slot(const HandlerEntry& 
     }
 }
 
-bool FleetLimiter::reserve_start(const HandlerEntry& entry, const std::function<bool()>& give_up) {
+bool FleetLimiter::reserve_start(const routing::HandlerEntry& entry, const std::function<bool()>& give_up) {
     const auto interval = start_interval(*entry.settings.rate_limit_per_second);
     const auto max_wait = std::max<std::chrono::microseconds>(std::chrono::seconds{1}, interval * 2);
     while (true) {

@@ -17,9 +17,12 @@
 #include <pqxx/connection>
 
 #include "db/outage_log.hpp"
-#include "dispatch/handler_set.hpp"
+#include "routing/handler_set.hpp"
 
 namespace outbox::dispatch {
+
+// The limiter takes routing entries; callers written before routing/ existed name them here.
+using routing::HandlerEntry;
 
 /// Enforces handlers.<name>.max_concurrency and rate_limit_per_second for the whole fleet,
 /// coordinated through PostgreSQL:
@@ -72,15 +75,13 @@ public:
     FleetLimiter& operator=(const FleetLimiter&) = delete;
 
     /// Whether `settings` asks for any fleet-wide limit.
-    static bool limited(const config::HandlerSettings& settings) noexcept {
-        return settings.max_concurrency.has_value() || settings.rate_limit_per_second.has_value();
-    }
+    static bool limited(const routing::HandlerSettings& settings) noexcept { return settings.limited(); }
     /// The spacing between call starts for `rate` calls per second.
     static std::chrono::microseconds start_interval(double rate) noexcept;
 
     /// Blocks until `entry` may start a call, or returns nullopt as soon as `give_up()`
     /// turns true (lease lost, host stopping).
-    std::optional<Permit> acquire(const HandlerEntry& entry, const std::function<bool()>& give_up);
+    std::optional<Permit> acquire(const routing::HandlerEntry& entry, const std::function<bool()>& give_up);
 
     /// The application_name of every connection the limiter opens.
     static constexpr const char* kApplicationName = "outboxd fleet limiter";
@@ -101,8 +102,8 @@ private:
 
     template <class Work>
     auto with_connection(Work&& work) -> std::optional<decltype(work(std::declval<pqxx::connection&>()))>;
-    std::optional<Permit> take_slot(const HandlerEntry& entry, const std::function<bool()>& give_up);
-    bool reserve_start(const HandlerEntry& entry, const std::function<bool()>& give_up);
+    std::optional<Permit> take_slot(const routing::HandlerEntry& entry, const std::function<bool()>& give_up);
+    bool reserve_start(const routing::HandlerEntry& entry, const std::function<bool()>& give_up);
     /// Waits until `handler`'s release count differs from `seen`, `timeout` passed or
     /// `give_up()` holds; returns false when given up.
     bool wait_for_release(const std::string& handler, std::uint64_t seen, std::chrono::microseconds timeout,

@@ -9,8 +9,6 @@ namespace outbox::dispatch {
 namespace {
 
 using Kind = core::HandlerOutcome::Kind;
-// Config::handler() always sets the timeout; this only guards entries built by hand.
-constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds{60}};
 
 core::HandlerOutcome from_disposition(const sdk::Disposition& disposition) {
     core::HandlerOutcome outcome;
@@ -97,11 +95,11 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
 
 }  // namespace
 
-HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
+HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
                        db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
                        std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes) {
     const auto started = std::chrono::steady_clock::now();
-    const auto deadline = started + entry.settings.timeout.value_or(kDefaultTimeout);
+    const auto deadline = started + entry.settings.timeout;
     HandlerRun run;
     HostDb db(pool, deadline, flight, hard_stop);
     HostContext ctx(db, flight.lost, hard_stop, deadline, entry.settings.config_json, claimed.event.id,

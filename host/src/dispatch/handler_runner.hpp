@@ -5,9 +5,9 @@
 
 #include "core/transition.hpp"
 #include "db/connection_pool.hpp"
-#include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "lease/lease_store.hpp"
+#include "routing/handler_set.hpp"
 
 namespace outbox::dispatch {
 
@@ -38,7 +38,7 @@ struct HandlerRun {
 ///
 /// The call's deadline is handlers.<name>.timeout from now; `abandon_grace` after it the
 /// host may abandon the call (see InFlight::Call).
-HandlerRun run_handler(const HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
+HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
                        db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
                        std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes = nullptr);
 

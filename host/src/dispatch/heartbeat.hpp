@@ -31,23 +31,4 @@ private:
     std::chrono::milliseconds interval_;
 };
 
-/// Finds PROCESSING rows whose lease expired (their host died or froze) and makes them
-/// claimable again, or REVIEW_REQUIRED when their attempts are used up. Any host may do
-/// it; SKIP LOCKED splits the work.
-class Rescuer {
-public:
-    Rescuer(std::string url, db::OutageLog& outage, metrics::Metrics& metrics, int max_attempts,
-            std::chrono::milliseconds interval)
-        : url_(std::move(url)), outage_(outage), metrics_(metrics), max_attempts_(max_attempts), interval_(interval) {}
-
-    void run(std::stop_token stop);
-
-private:
-    std::string url_;
-    db::OutageLog& outage_;
-    metrics::Metrics& metrics_;
-    int max_attempts_;
-    std::chrono::milliseconds interval_;
-};
-
 }  // namespace outbox::dispatch

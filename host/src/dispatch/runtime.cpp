@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "dispatch/heartbeat.hpp"
+#include "dispatch/rescuer.hpp"
 #include "dispatch/scheduler.hpp"
 #include "dispatch/wakeup_listener.hpp"
 #include "dispatch/worker.hpp"
@@ -32,7 +33,7 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
 
 // Beyond one event per worker the queue holds up to one batch more, so a worker that
 // finishes finds its next event without waiting for a claim round trip.
-Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
+Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const routing::HandlerSet> handlers, metrics::Metrics& metrics,
                  std::function<void()> on_exhausted, LoopObserver* loop_observer)
     : options_(std::move(options)), policy_(options_.initial_backoff, options_.max_backoff),
       handlers_(std::move(handlers)), metrics_(metrics), on_exhausted_(std::move(on_exhausted)),
@@ -51,28 +52,31 @@ Runtime::~Runtime() {
 void Runtime::start() {
     if (started_) return;
     started_ = true;
-    completer_thread_ = std::jthread([this](std::stop_token stop) { completer_.run(stop, kStoreOutcomesGrace); });
-    heartbeat_ = std::jthread([this](std::stop_token stop) {
+    bookkeeping_.start("heartbeat", [this](std::stop_token stop) {
         Heartbeat(options_.database_url, outage_, in_flight_, metrics_, options_.lease_duration,
                   options_.heartbeat_interval())
             .run(stop);
     });
+    bookkeeping_.start("completer", [this](std::stop_token stop) { completer_.run(stop, kStoreOutcomesGrace); });
     if (!options_.enabled) {
         log::info("processing is disabled (outbox.enabled=false): this host claims nothing");
         return;
     }
-    rescuer_ = std::jthread([this](std::stop_token stop) {
+    claiming_.start("rescuer", [this](std::stop_token stop) {
         Rescuer(options_.database_url, outage_, metrics_, options_.max_attempts, options_.rescue_interval()).run(stop);
     });
-    listener_ = std::jthread([this](std::stop_token stop) {
+    claiming_.start("listener", [this](std::stop_token stop) {
         WakeupListener(listen_url(options_.database_url, options_.session_url), outage_, wakeup_, handlers_, paused_).run(stop);
     });
     for (int i = 0; i < options_.concurrency; ++i) spawn_worker(WorkQueue::Lane::Normal);
     // One worker more than outbox.concurrency: it runs suspects only, one at a time.
     spawn_worker(WorkQueue::Lane::Suspect);
-    deadline_watch_ = std::jthread([this](std::stop_token stop) { watch_deadlines(stop); });
-    scheduler_ = std::jthread([this](std::stop_token stop) {
-        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, loop_observer_).run(stop);
+    watch_.start("deadline watch", [this](std::stop_token stop) { watch_deadlines(stop); });
+    claiming_.start("scheduler", [this](std::stop_token stop) {
+        // Stopped with the group, or alone when the host cannot keep its concurrency.
+        const std::stop_callback forward(stop, [this] { stop_claiming_.request_stop(); });
+        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, loop_observer_)
+            .run(stop_claiming_.get_token());
     });
 }
 
@@ -128,7 +132,7 @@ void Runtime::watch_deadlines(std::stop_token stop) {
                 if (!exhausted_.exchange(true)) {
                     log::error("cannot start a thread to replace an abandoned handler call; this host stops claiming "
                                "and exits with code 3");
-                    scheduler_.request_stop();
+                    stop_claiming_.request_stop();
                     if (on_exhausted_) on_exhausted_();
                 }
             }
@@ -162,12 +166,12 @@ void Runtime::abandon(InFlight& flight, bool replace_thread) {
         log::error("more than outbox.max_abandoned_threads (" + std::to_string(options_.abandoned_thread_limit()) +
                    ") handler threads are stuck: this host stops claiming and exits with code 3 once the other "
                    "calls finish");
-        scheduler_.request_stop();
+        stop_claiming_.request_stop();
         if (on_exhausted_) on_exhausted_();
     }
 }
 
-void Runtime::set_handlers(std::shared_ptr<const HandlerSet> handlers) {
+void Runtime::set_handlers(std::shared_ptr<const routing::HandlerSet> handlers) {
     handlers_.set(std::move(handlers));
     wakeup_.notify();  // new event types may be due already
 }
@@ -221,15 +225,9 @@ bool Runtime::stop() {
     // Workers take nothing new from here, even while the scheduler is still inside a
     // database call (up to database.call_timeout).
     std::vector<Work> unstarted = queue_.close();
-    scheduler_.request_stop();
-    listener_.request_stop();
-    rescuer_.request_stop();
-    if (scheduler_.joinable()) scheduler_.join();
-    if (listener_.joinable()) listener_.join();
-    if (rescuer_.joinable()) rescuer_.join();
+    claiming_.stop();
     // From here only this thread abandons calls: no replacement threads while stopping.
-    deadline_watch_.request_stop();
-    if (deadline_watch_.joinable()) deadline_watch_.join();
+    watch_.stop();
 
     for (auto& late : queue_.close()) unstarted.push_back(std::move(late));  // claimed while stopping
     release_unstarted(std::move(unstarted), shutdown_deadline);
@@ -248,10 +246,7 @@ bool Runtime::stop() {
         }
     }
 
-    completer_thread_.request_stop();
-    if (completer_thread_.joinable()) completer_thread_.join();
-    heartbeat_.request_stop();
-    if (heartbeat_.joinable()) heartbeat_.join();
+    bookkeeping_.stop();
 
     // Workers leave once the closed queue is empty; abandoned ones only if handle() returns.
     clean_ = join_finished_workers(std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds{1}));

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -13,13 +14,14 @@
 #include "db/outage_log.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/fleet_limiter.hpp"
-#include "dispatch/handler_pause.hpp"
-#include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/loop_observer.hpp"
 #include "dispatch/runtime_options.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
+#include "routing/handler_set.hpp"
+#include "routing/paused_handlers.hpp"
+#include "service/service.hpp"
 
 namespace outbox::dispatch {
 
@@ -37,7 +39,7 @@ public:
     /// `on_exhausted` is called once (from an internal thread) when the abandoned-thread
     /// limit is exceeded. `loop_observer` (optional, must outlive the runtime) hears every
     /// pass of the scheduler's loop.
-    Runtime(RuntimeOptions options, std::shared_ptr<const HandlerSet> handlers, metrics::Metrics& metrics,
+    Runtime(RuntimeOptions options, std::shared_ptr<const routing::HandlerSet> handlers, metrics::Metrics& metrics,
             std::function<void()> on_exhausted = {}, LoopObserver* loop_observer = nullptr);
     /// Stops first. Destroying a runtime whose stop() returned false ends the process with
     /// exit code 3: its stuck threads still use its members.
@@ -57,16 +59,16 @@ public:
 
     /// Routes new claims to `handlers` from now on; events already claimed finish with the
     /// handlers they were claimed for (their plugins stay loaded until then).
-    void set_handlers(std::shared_ptr<const HandlerSet> handlers);
-    [[nodiscard]] std::shared_ptr<const HandlerSet> handlers() const { return handlers_.get(); }
-    [[nodiscard]] const CurrentHandlers& current_handlers() const noexcept { return handlers_; }
+    void set_handlers(std::shared_ptr<const routing::HandlerSet> handlers);
+    [[nodiscard]] std::shared_ptr<const routing::HandlerSet> handlers() const { return handlers_.get(); }
+    [[nodiscard]] const routing::CurrentHandlers& current_handlers() const noexcept { return handlers_; }
     /// The host's one outage log: other components report through it too, so an outage is
     /// one line however many threads notice it.
     [[nodiscard]] db::OutageLog& outage() noexcept { return outage_; }
 
     [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
     /// The handlers paused fleet-wide, as this host last read them.
-    [[nodiscard]] const PausedHandlers& paused_handlers() const noexcept { return paused_; }
+    [[nodiscard]] const routing::PausedHandlers& paused_handlers() const noexcept { return paused_; }
     [[nodiscard]] std::size_t in_flight() const { return in_flight_.size(); }
     /// Handler threads abandoned and not returned yet.
     [[nodiscard]] int abandoned_threads() const noexcept { return abandoned_; }
@@ -90,7 +92,7 @@ private:
 
     RuntimeOptions options_;
     core::RetryPolicy policy_;
-    CurrentHandlers handlers_;
+    routing::CurrentHandlers handlers_;
     metrics::Metrics& metrics_;
     std::function<void()> on_exhausted_;
     LoopObserver* loop_observer_;
@@ -99,7 +101,7 @@ private:
     InFlightTable in_flight_;
     WorkQueue queue_;
     db::Wakeup wakeup_;
-    PausedHandlers paused_;
+    routing::PausedHandlers paused_;
     Completer completer_;
     FleetLimiter limiter_;
     std::atomic<bool> stopping_{false};
@@ -107,12 +109,12 @@ private:
     std::atomic<int> abandoned_{0};
     std::atomic<bool> exhausted_{false};
 
-    std::jthread scheduler_;
-    std::jthread listener_;
-    std::jthread rescuer_;
-    std::jthread heartbeat_;
-    std::jthread completer_thread_;
-    std::jthread deadline_watch_;
+    // Stopped in this order (each group last started first): claiming, then the deadline
+    // watch, then (once the calls drained) the completer and the heartbeat.
+    service::ServiceGroup bookkeeping_;  // heartbeat, completer
+    service::ServiceGroup watch_;        // the deadline watch
+    service::ServiceGroup claiming_;     // rescuer, NOTIFY listener, scheduler
+    std::stop_source stop_claiming_;     // the scheduler alone, from any thread
     std::mutex workers_mutex_;
     std::vector<WorkerThread> workers_;
     bool started_ = false;

@@ -47,7 +47,7 @@ void Scheduler::run(std::stop_token stop) {
         if (const auto bound = observer_->max_idle_wait()) idle_wait = std::min(idle_wait, *bound);
     }
 
-    std::shared_ptr<const HandlerSet> handlers;
+    std::shared_ptr<const routing::HandlerSet> handlers;
     const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed, bool suspect) {
         if (claimed.empty()) return;
         metrics_.events_claimed(claimed.size());
@@ -74,7 +74,7 @@ void Scheduler::run(std::stop_token stop) {
             if (!session.run(
                     [&](pqxx::connection& conn) {
                         names.clear();
-                        for (auto& paused : read_paused_handlers(conn)) names.insert(std::move(paused.handler));
+                        for (auto& paused : routing::read_paused_handlers(conn)) names.insert(std::move(paused.handler));
                     },
                     stop)) {
                 paused_.mark_stale();
@@ -87,7 +87,7 @@ void Scheduler::run(std::stop_token stop) {
         const auto claimable = [&](const std::string& type) {
             const auto entries = handlers->for_type(type);
             return std::none_of(entries.begin(), entries.end(),
-                                [&](const HandlerEntry* entry) { return paused.contains(entry->name); });
+                                [&](const routing::HandlerEntry* entry) { return paused.contains(entry->name); });
         };
         std::vector<std::string> types;
         std::vector<std::string> unthrottled;

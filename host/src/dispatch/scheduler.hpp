@@ -4,15 +4,15 @@
 #include <memory>
 #include <stop_token>
 
-#include "db/outage_log.hpp"
 #include "db/db_session.hpp"
-#include "dispatch/handler_pause.hpp"
-#include "dispatch/handler_set.hpp"
+#include "db/outage_log.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/loop_observer.hpp"
 #include "dispatch/runtime_options.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
+#include "routing/handler_set.hpp"
+#include "routing/paused_handlers.hpp"
 
 namespace outbox::dispatch {
 
@@ -30,7 +30,7 @@ namespace outbox::dispatch {
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
-              db::Wakeup& wakeup, metrics::Metrics& metrics, const CurrentHandlers& handlers, PausedHandlers& paused,
+              db::Wakeup& wakeup, metrics::Metrics& metrics, const routing::CurrentHandlers& handlers, routing::PausedHandlers& paused,
               LoopObserver* observer = nullptr)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
           metrics_(metrics), handlers_(handlers), paused_(paused), observer_(observer) {}
@@ -44,8 +44,8 @@ private:
     InFlightTable& in_flight_;
     db::Wakeup& wakeup_;
     metrics::Metrics& metrics_;
-    const CurrentHandlers& handlers_;
-    PausedHandlers& paused_;
+    const routing::CurrentHandlers& handlers_;
+    routing::PausedHandlers& paused_;
     LoopObserver* observer_;
 };
 

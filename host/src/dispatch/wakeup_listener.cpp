@@ -12,7 +12,7 @@ namespace outbox::dispatch {
 namespace {
 class Receiver final : public pqxx::notification_receiver {
 public:
-    Receiver(pqxx::connection_base& conn, const CurrentHandlers& handlers, db::Wakeup& wakeup)
+    Receiver(pqxx::connection_base& conn, const routing::CurrentHandlers& handlers, db::Wakeup& wakeup)
         : pqxx::notification_receiver(conn, kNotifyChannel), handlers_(handlers), wakeup_(wakeup) {}
 
     void operator()(const std::string& payload, int /*backend_pid*/) override {
@@ -22,14 +22,14 @@ public:
     }
 
 private:
-    const CurrentHandlers& handlers_;
+    const routing::CurrentHandlers& handlers_;
     db::Wakeup& wakeup_;
 };
 // Pause and resume: the scheduler re-reads the paused set before its next claim.
 class PauseReceiver final : public pqxx::notification_receiver {
 public:
-    PauseReceiver(pqxx::connection_base& conn, PausedHandlers& paused, db::Wakeup& wakeup)
-        : pqxx::notification_receiver(conn, kHandlerNotifyChannel), paused_(paused), wakeup_(wakeup) {}
+    PauseReceiver(pqxx::connection_base& conn, routing::PausedHandlers& paused, db::Wakeup& wakeup)
+        : pqxx::notification_receiver(conn, routing::kHandlerNotifyChannel), paused_(paused), wakeup_(wakeup) {}
 
     void operator()(const std::string& /*payload*/, int /*backend_pid*/) override {
         paused_.mark_stale();
@@ -37,7 +37,7 @@ public:
     }
 
 private:
-    PausedHandlers& paused_;
+    routing::PausedHandlers& paused_;
     db::Wakeup& wakeup_;
 };
 }  // namespace

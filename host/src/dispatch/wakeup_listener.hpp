@@ -5,10 +5,10 @@
 #include <stop_token>
 #include <string>
 
-#include "db/outage_log.hpp"
 #include "db/db_session.hpp"
-#include "dispatch/handler_pause.hpp"
-#include "dispatch/handler_set.hpp"
+#include "db/outage_log.hpp"
+#include "routing/handler_set.hpp"
+#include "routing/paused_handlers.hpp"
 
 namespace outbox::dispatch {
 
@@ -28,8 +28,8 @@ std::optional<std::string> listen_url(const std::string& url, const std::string&
 class WakeupListener {
 public:
     /// Without a url it only says once that this host polls, and returns.
-    WakeupListener(std::optional<std::string> url, db::OutageLog& outage, db::Wakeup& wakeup, const CurrentHandlers& handlers,
-                   PausedHandlers& paused)
+    WakeupListener(std::optional<std::string> url, db::OutageLog& outage, db::Wakeup& wakeup, const routing::CurrentHandlers& handlers,
+                   routing::PausedHandlers& paused)
         : url_(std::move(url)), outage_(outage), wakeup_(wakeup), handlers_(handlers), paused_(paused) {}
 
     void run(std::stop_token stop);
@@ -38,8 +38,8 @@ private:
     std::optional<std::string> url_;
     db::OutageLog& outage_;
     db::Wakeup& wakeup_;
-    const CurrentHandlers& handlers_;
-    PausedHandlers& paused_;
+    const routing::CurrentHandlers& handlers_;
+    routing::PausedHandlers& paused_;
 };
 
 }  // namespace outbox::dispatch

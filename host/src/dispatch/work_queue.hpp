@@ -9,16 +9,16 @@
 #include <optional>
 #include <vector>
 
-#include "dispatch/handler_set.hpp"
 #include "dispatch/in_flight.hpp"
 #include "lease/lease_store.hpp"
+#include "routing/handler_set.hpp"
 
 namespace outbox::dispatch {
 
 struct Work {
     lease::ClaimedEvent claimed;
     std::shared_ptr<InFlight> flight;
-    std::shared_ptr<const HandlerSet> handlers;
+    std::shared_ptr<const routing::HandlerSet> handlers;
     bool suspect = false;  // runs in the suspect lane (see WorkQueue)
 };
 

@@ -32,12 +32,12 @@ bool Worker::process(const Work& work) {
     std::vector<core::HandlerOutcome> outcomes;
     std::vector<std::string> consumed_now;
 
-    std::vector<const HandlerEntry*> pending;
-    for (const HandlerEntry* entry : work.handlers->for_type(event.type)) {
+    std::vector<const routing::HandlerEntry*> pending;
+    for (const routing::HandlerEntry* entry : work.handlers->for_type(event.type)) {
         if (std::find(consumed.begin(), consumed.end(), entry->name) == consumed.end()) pending.push_back(entry);
     }
 
-    for (const HandlerEntry* entry : pending) {
+    for (const routing::HandlerEntry* entry : pending) {
         if (work.flight->lost) {
             outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
             break;

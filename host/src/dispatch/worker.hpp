@@ -6,10 +6,10 @@
 #include "db/connection_pool.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/fleet_limiter.hpp"
-#include "dispatch/handler_pause.hpp"
 #include "dispatch/in_flight.hpp"
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
+#include "routing/paused_handlers.hpp"
 
 namespace outbox::dispatch {
 
@@ -23,7 +23,7 @@ public:
     Worker(db::ConnectionPool& pool, Completer& completer, InFlightTable& in_flight, FleetLimiter& limiter,
            metrics::Metrics& metrics, const std::atomic<bool>& stopping, const std::atomic<bool>& hard_stop,
            core::RetryPolicy policy, int max_attempts, std::chrono::milliseconds abandon_grace,
-           const PausedHandlers& paused)
+           const routing::PausedHandlers& paused)
         : pool_(pool), completer_(completer), in_flight_(in_flight), limiter_(limiter), metrics_(metrics),
           stopping_(stopping), hard_stop_(hard_stop), policy_(policy), max_attempts_(max_attempts),
           abandon_grace_(abandon_grace), paused_(paused) {}
@@ -48,7 +48,7 @@ private:
     core::RetryPolicy policy_;
     int max_attempts_;
     std::chrono::milliseconds abandon_grace_;
-    const PausedHandlers& paused_;
+    const routing::PausedHandlers& paused_;
 };
 
 }  // namespace outbox::dispatch

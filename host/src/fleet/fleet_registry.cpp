@@ -41,7 +41,7 @@ SELECT host_id, version, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH
 FROM outbox_host h ORDER BY host_id
 )SQL";
 
-std::string handlers_json(const dispatch::HandlerSet& handlers) {
+std::string handlers_json(const routing::HandlerSet& handlers) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& entry : handlers.entries()) {
         list.push_back({{"handler", entry.name},

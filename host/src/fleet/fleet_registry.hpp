@@ -14,7 +14,7 @@
 #include <pqxx/connection>
 
 #include "db/outage_log.hpp"
-#include "dispatch/handler_set.hpp"
+#include "routing/handler_set.hpp"
 
 namespace outbox::fleet {
 
@@ -90,7 +90,7 @@ public:
         int schema_supported_max = 0;              // the database schema it checked at start
     };
 
-    FleetRegistry(Options options, db::OutageLog& outage, const dispatch::CurrentHandlers& handlers)
+    FleetRegistry(Options options, db::OutageLog& outage, const routing::CurrentHandlers& handlers)
         : options_(std::move(options)), outage_(outage), handlers_(handlers),
           started_at_(std::chrono::system_clock::now()) {}
 
@@ -103,7 +103,7 @@ private:
 
     Options options_;
     db::OutageLog& outage_;
-    const dispatch::CurrentHandlers& handlers_;
+    const routing::CurrentHandlers& handlers_;
     std::chrono::system_clock::time_point started_at_;
     std::mutex mutex_;
     std::condition_variable_any refresh_cv_;

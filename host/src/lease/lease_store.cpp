@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "db/aggregate_order.hpp"
 #include "db/pg_array.hpp"
 #include "db/statement.hpp"
 
@@ -15,15 +16,9 @@ namespace {
 // COMPLETED or DISCARDED, so a successor the snapshot lets through is safe to start. The
 // lookup is one descent of event_publication_aggregate_idx (unfinished events only);
 // events without a key skip it.
-constexpr const char* kAggregateHeadFilter = R"SQL(
-      AND (aggregate_seq IS NULL OR NOT EXISTS (
-            SELECT 1 FROM event_publication earlier
-            WHERE earlier.company_id = event_publication.company_id
-              AND earlier.aggregate_key = event_publication.aggregate_key
-              AND earlier.aggregate_seq < event_publication.aggregate_seq
-              AND earlier.aggregate_seq IS NOT NULL
-              AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')))
-)SQL";
+const std::string kAggregateHeadFilter =
+    "\n      AND (aggregate_seq IS NULL OR NOT EXISTS (SELECT 1 FROM event_publication earlier WHERE " +
+    db::holds_back("earlier", "event_publication") + "))\n";
 
 // Claim: the due-row CTE walks a partial index in next_attempt_at order and skips rows
 // another host has locked; attempt_count is counted here so a crash still counts. The

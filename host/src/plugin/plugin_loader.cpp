@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/abi_check.hpp"
+#include "core/identifiers.hpp"
 #include "outbox/sdk/abi.hpp"
 #include "outbox/sdk/plugin.hpp"
 
@@ -83,22 +84,6 @@ std::string shown(std::string_view text) {
 std::string current_exception_type() {
     const std::type_info* type = abi::__cxa_current_exception_type();
     return type == nullptr ? std::string("unknown type") : shown(boost::core::demangle(type->name()));
-}
-
-bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
-
-// ^[a-z0-9][a-z0-9._-]{0,99}$
-bool valid_handler_name(std::string_view name) {
-    if (name.empty() || name.size() > 100 || !is_lower_alnum(name.front())) return false;
-    return std::all_of(name.begin(), name.end(),
-                       [](char c) { return is_lower_alnum(c) || c == '.' || c == '_' || c == '-'; });
-}
-
-// ^[A-Z][A-Za-z0-9]{0,99}$
-bool valid_event_type(std::string_view type) {
-    if (type.empty() || type.size() > 100 || !(type.front() >= 'A' && type.front() <= 'Z')) return false;
-    return std::all_of(type.begin(), type.end(), is_alnum);
 }
 
 std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
@@ -360,7 +345,7 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
     const std::string promised = bounded(manifest.handler_name, sizeof manifest.handler_name);
     std::optional<std::string> section_name;
     if (!promised.empty()) {
-        if (!valid_handler_name(promised)) {
+        if (!core::is_handler_name(promised)) {
             return reject(file, "the manifest's handler name '" + shown(promised) +
                                     "' is invalid; rebuild with OUTBOX_PLUGIN(Class, \"name\") from the outboxd SDK");
         }
@@ -407,7 +392,7 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
         }
     }
 
-    if (!valid_handler_name(name)) {
+    if (!core::is_handler_name(name)) {
         return reject(file, "handler_name '" + shown(name) +
                                 "' is invalid: use 1-100 characters of a-z, 0-9, '.', '_', '-', starting with a "
                                 "letter or digit");
@@ -423,7 +408,7 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
     std::set<std::string> seen;
     std::vector<std::string> unique_types;
     for (auto& type : event_types) {
-        if (!valid_event_type(type)) {
+        if (!core::is_event_type(type)) {
             return reject(file, "handler '" + name + "' declares an invalid event type '" + shown(type) +
                                     "': use 1-100 letters and digits starting with an upper-case letter");
         }

@@ -8,6 +8,8 @@
 #include <pqxx/pqxx>
 #include <yaml-cpp/yaml.h>
 
+#include "core/identifiers.hpp"
+
 namespace outbox::registry {
 namespace {
 
@@ -119,14 +121,13 @@ std::vector<EventTypeDefinition> parse_registry(const std::string& yaml_text, co
     const YAML::Node types = root["event_types"];
     if (types.IsNull()) return {};
     if (!types.IsMap()) fail(source, "event_types", "must be a map of event type names");
-    static const std::regex type_pattern("^[A-Z][A-Za-z0-9]{0,99}$");
     static const std::regex field_pattern("^[A-Za-z_][A-Za-z0-9_]{0,99}$");
     std::vector<EventTypeDefinition> definitions;
     std::set<std::string> seen;
     for (const auto& entry : types) {
         const std::string name = scalar_text(entry.first);
         const std::string path = "event_types." + one_line(name);
-        if (!std::regex_match(name, type_pattern)) {
+        if (!core::is_event_type(name)) {
             fail(source, path, "an event type is PascalCase letters and digits, e.g. MissionCompleted");
         }
         if (!seen.insert(name).second) fail(source, path, "is defined twice");

@@ -7,9 +7,9 @@
 
 #include <pqxx/connection>
 
-#include "admin/retry_service.hpp"
+#include "operations/retry_service.hpp"
 
-namespace outbox::admin {
+namespace outbox::operations {
 
 /// Which REVIEW_REQUIRED events a bulk re-drive takes: every given criterion must match (at
 /// least event_type, last_error_code or event_ids is required), oldest first, at most `limit`.
@@ -67,4 +67,4 @@ private:
     pqxx::connection& conn_;
 };
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

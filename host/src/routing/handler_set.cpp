@@ -1,11 +1,18 @@
-#include "dispatch/handler_set.hpp"
+#include "routing/handler_set.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <optional>
 
-namespace outbox::dispatch {
+namespace outbox::routing {
+
+HandlerSettings resolve(const config::HandlerSettings& written) {
+    return HandlerSettings{.max_concurrency = written.max_concurrency,
+                           .rate_limit_per_second = written.rate_limit_per_second,
+                           .timeout = written.timeout.value_or(config::Config::Outbox{}.handler_timeout),
+                           .config_json = written.config_json};
+}
 
 HandlerSet::HandlerSet(std::vector<HandlerEntry> entries) : entries_(std::move(entries)) {
     for (std::size_t i = 0; i < entries_.size(); ++i) {
@@ -43,4 +50,4 @@ std::vector<const HandlerEntry*> HandlerSet::for_type(const std::string& event_t
     return result;
 }
 
-}  // namespace outbox::dispatch
+}  // namespace outbox::routing

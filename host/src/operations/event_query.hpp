@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/connection>
 
-namespace outbox::admin {
+namespace outbox::operations {
 
 /// Filters of the event list. Every field is validated by parse_event_filter.
 struct EventFilter {
@@ -52,4 +52,4 @@ private:
     pqxx::connection& conn_;
 };
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

@@ -1,24 +1,42 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "outbox/sdk/handler.hpp"
 
-namespace outbox::dispatch {
+namespace outbox::routing {
+
+/// A handler's settings as the host applies them: the file's section (config::HandlerSettings)
+/// with its defaults filled in, so the timeout is always set.
+struct HandlerSettings {
+    std::optional<int> max_concurrency;           // fleet-wide calls in flight
+    std::optional<double> rate_limit_per_second;  // fleet-wide call starts per second
+    std::chrono::milliseconds timeout{};          // the deadline of one call (ctx.deadline())
+    std::string config_json = "{}";               // the `config:` section as JSON
+
+    /// Whether any fleet-wide limit applies.
+    [[nodiscard]] bool limited() const noexcept { return max_concurrency.has_value() || rate_limit_per_second.has_value(); }
+};
+
+/// `written` with an unset timeout taken from outbox.handler_timeout's default (Config::handler()
+/// has usually filled it from the configuration already).
+HandlerSettings resolve(const config::HandlerSettings& written);
 
 /// One loaded handler with the host's settings for it.
 struct HandlerEntry {
     std::string name;
     std::vector<std::string> event_types;
     std::shared_ptr<sdk::Handler> handler;  // keeps its plugin library loaded
-    config::HandlerSettings settings;
+    HandlerSettings settings;
     std::filesystem::path file;
     std::string abi{};     // as the plugin's manifest states it, for the fleet registry
     std::string sha256{};  // of the plugin file as loaded, for the fleet registry
@@ -74,4 +92,4 @@ private:
     std::shared_ptr<const HandlerSet> current_;
 };
 
-}  // namespace outbox::dispatch
+}  // namespace outbox::routing

@@ -1,11 +1,12 @@
-#include "admin/db_probe.hpp"
+#include "operations/backlog_query.hpp"
 
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "db/aggregate_order.hpp"
 #include "db/pg_array.hpp"
 
-namespace outbox::admin {
+namespace outbox::operations {
 namespace {
 
 // Unfinished events (optionally of one company, $3) and the (handler, event type) pairs
@@ -49,13 +50,43 @@ SELECT
      WHERE status = 'REVIEW_REQUIRED'),
     (SELECT count(*) FROM event_publication w
      WHERE w.aggregate_seq IS NOT NULL AND w.status IN ('PENDING', 'RETRY_WAIT')
-       AND EXISTS (SELECT 1 FROM event_publication earlier
-                   WHERE earlier.company_id = w.company_id AND earlier.aggregate_key = w.aggregate_key
-                     AND earlier.aggregate_seq < w.aggregate_seq AND earlier.aggregate_seq IS NOT NULL
-                     AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')))
-)SQL";
+       AND EXISTS (SELECT 1 FROM event_publication earlier WHERE )SQL" + db::holds_back("earlier", "w") + "))";
 
 const std::string kHandlerDelaysSql = std::string("WITH ") + kLiveCtes + " SELECT " + kHandlerDelays;
+
+constexpr const char* kCountsSql = R"SQL(
+SELECT status, event_type, count(*) FROM event_publication GROUP BY status, event_type ORDER BY status, event_type
+)SQL";
+
+constexpr const char* kOldestSql = R"SQL(
+SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::bigint
+FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
+)SQL";
+
+// Waiting events held back by an earlier unfinished or reviewed event of their aggregate.
+std::string held_back(const std::string& later) {
+    return "EXISTS (SELECT 1 FROM event_publication earlier WHERE " + db::holds_back("earlier", later) + ")";
+}
+
+const std::string kBlockedSql =
+    "SELECT count(*) FROM event_publication w WHERE w.aggregate_seq IS NOT NULL "
+    "AND w.status IN ('PENDING', 'RETRY_WAIT') AND " + held_back("w");
+
+// A type is reported unhandled when it has due events nobody has ever attempted for over a
+// minute while nothing of that type is in flight: no host in the fleet claims it. Events
+// blocked behind an earlier one of their aggregate are not counted: they are waiting, not lost.
+const std::string kUnhandledSql =
+    "SELECT event_type, count(*), extract(epoch FROM now() - min(occurred_at))::bigint "
+    "FROM event_publication p "
+    "WHERE status = 'PENDING' AND attempt_count = 0 AND next_attempt_at < now() - interval '1 minute' "
+    "AND NOT EXISTS (SELECT 1 FROM event_publication q WHERE q.status = 'PROCESSING' AND q.event_type = p.event_type) "
+    "AND NOT (p.aggregate_seq IS NOT NULL AND " + held_back("p") + ") "
+    "GROUP BY event_type ORDER BY event_type";
+
+constexpr const char* kReviewSql = R"SQL(
+SELECT event_type, coalesce(last_error_code, '-'), count(*) FROM event_publication
+WHERE status = 'REVIEW_REQUIRED' GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
+)SQL";
 
 struct HandlerTypeArrays {
     std::string names;
@@ -90,7 +121,7 @@ void limit_statement(pqxx::transaction_base& tx, std::chrono::milliseconds timeo
 
 }  // namespace
 
-std::vector<HandlerTypes> handler_types_of(const dispatch::HandlerSet& handlers) {
+std::vector<HandlerTypes> handler_types_of(const routing::HandlerSet& handlers) {
     std::vector<HandlerTypes> out;
     for (const auto& entry : handlers.entries()) out.push_back({entry.name, entry.event_types});
     return out;
@@ -104,7 +135,7 @@ std::map<std::string, double> read_handler_oldest_delays(pqxx::transaction_base&
     return handler_delays(handlers, row[0].c_str());
 }
 
-metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::HandlerSet& handlers,
+metrics::DbGauges read_db_gauges(pqxx::connection& conn, const routing::HandlerSet& handlers,
                                  std::chrono::milliseconds timeout) {
     const auto handler_types = handler_types_of(handlers);
     const auto arrays = handler_type_arrays(handler_types);
@@ -130,6 +161,24 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::Handler
     return gauges;
 }
 
+StatusReport read_status_report(pqxx::connection& conn) {
+    pqxx::read_transaction tx(conn);
+    StatusReport report;
+    for (const auto& row : tx.exec(kCountsSql)) {
+        report.counts.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
+    }
+    report.oldest_seconds = tx.exec(kOldestSql)[0][0].as<long long>();
+    report.blocked = tx.exec(kBlockedSql)[0][0].as<long long>();
+    for (const auto& row : tx.exec(kUnhandledSql)) {
+        report.unhandled.push_back({row[0].as<std::string>(), row[1].as<long long>(), row[2].as<long long>()});
+    }
+    for (const auto& row : tx.exec(kReviewSql)) {
+        report.review.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
+    }
+    tx.commit();
+    return report;
+}
+
 void ping_database(pqxx::connection& conn, std::chrono::milliseconds timeout) {
     pqxx::read_transaction tx(conn);
     limit_statement(tx, timeout);
@@ -137,4 +186,4 @@ void ping_database(pqxx::connection& conn, std::chrono::milliseconds timeout) {
     tx.commit();
 }
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

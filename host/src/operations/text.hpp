@@ -3,7 +3,7 @@
 #include <optional>
 #include <string_view>
 
-namespace outbox::admin {
+namespace outbox::operations {
 
 /// Number of Unicode code points in `text` (what PostgreSQL's char_length counts), or
 /// nullopt when it is not valid UTF-8.
@@ -15,4 +15,4 @@ bool has_control_characters(std::string_view text) noexcept;
 /// True when `text` is empty or only ASCII whitespace.
 bool is_blank(std::string_view text) noexcept;
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

@@ -2,9 +2,9 @@
 
 #include <pqxx/connection>
 
-#include "admin/retry_service.hpp"
+#include "operations/retry_service.hpp"
 
-namespace outbox::admin {
+namespace outbox::operations {
 
 /// An operator's request to give up on one REVIEW_REQUIRED event: the same fields, checks
 /// and Idempotency-Key semantics as a retry (validate_retry_request).
@@ -17,12 +17,10 @@ using DiscardResult = RetryResult;
 /// retry and a discard never share a request hash.
 std::string canonical_discard_request(const DiscardRequest& request);
 
-/// Moves a REVIEW_REQUIRED event to DISCARDED, shared by every caller. In one transaction:
-/// lock the event row, replay or refuse a known Idempotency-Key (outbox_discard), check
-/// status and version, set DISCARDED (completed_at now, version + 1), insert the immutable
-/// outbox_discard and audit_event rows, wake the hosts for the aggregate's next events,
-/// commit. A discarded event is never run again; its aggregate's later events are no
-/// longer held back by it. Failures are thrown as for RetryService.
+/// Moves a REVIEW_REQUIRED event to DISCARDED (completed_at now, version + 1), shared by
+/// every caller, as one EventAction recorded in outbox_discard; the hosts are woken for the
+/// aggregate's next events. A discarded event is never run again; its aggregate's later
+/// events are no longer held back by it. Failures are thrown as for RetryService.
 class DiscardService {
 public:
     explicit DiscardService(pqxx::connection& conn) : conn_(conn) {}
@@ -30,9 +28,7 @@ public:
     DiscardResult discard(DiscardRequest request);
 
 private:
-    DiscardResult attempt(const DiscardRequest& request);
-
     pqxx::connection& conn_;
 };
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

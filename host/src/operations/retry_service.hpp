@@ -5,11 +5,12 @@
 #include <variant>
 
 #include <pqxx/connection>
-#include <pqxx/except>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
-namespace outbox::admin {
+#include "core/transition.hpp"
+
+namespace outbox::operations {
 
 /// An operator's request to re-drive one REVIEW_REQUIRED event.
 struct RetryRequest {
@@ -64,51 +65,40 @@ std::optional<RetryRejected> validate_reason(const std::string& reason);
 /// Normalizes the event id to lower case.
 std::optional<RetryRejected> validate_retry_request(RetryRequest& request);
 
-/// The first steps every single-event operator action (retry, discard) takes in its
-/// transaction: bounded lock and statement waits, the SHA-256 of the Idempotency-Key and of
-/// the canonical request, and the event's row locked — for an API caller only a row of its
-/// own company, so another company's event is never waited for and answers like a missing
-/// one. `event` holds (company_id, status, version, attempt_count, event_type) or is empty;
-/// `company` is the caller's, or for the CLI the event's.
-struct ActionStart {
-    std::string key_hash;
-    std::string request_hash;
-    pqxx::result event;
-    std::optional<std::string> company;
-};
-ActionStart start_event_action(pqxx::work& tx, const RetryRequest& request, const std::string& canonical_request);
-
-/// Runs one operator action's transaction, again (three runs at most) when a concurrent
-/// request took its Idempotency-Key first (the next run finds that request's record) or
-/// PostgreSQL reports a serialization failure or a deadlock; the last failure propagates.
-template <typename Attempt>
-auto run_operator_transaction(Attempt&& attempt) -> decltype(attempt()) {
-    constexpr int kRuns = 3;
-    for (int run = 1;; ++run) {
-        try {
-            return attempt();
-        } catch (const pqxx::unique_violation&) {
-            if (run >= kRuns) throw;
-        } catch (const pqxx::serialization_failure&) {
-            if (run >= kRuns) throw;
-        } catch (const pqxx::deadlock_detected&) {
-            if (run >= kRuns) throw;
-        }
-    }
-}
-
 /// The canonical text whose SHA-256 is stored as request_hash: the same event, expected
 /// version and reason always give the same text.
 std::string canonical_retry_request(const RetryRequest& request);
 
-/// The manual re-drive of a REVIEW_REQUIRED event, shared by the admin API and the CLI.
-/// In one transaction: lock the event row, replay or refuse a known Idempotency-Key, check
-/// status and version, move the event to PENDING (attempt_count 0, due now, version + 1,
-/// no lease), insert the immutable outbox_manual_retry and audit_event rows, NOTIFY the
-/// workers, commit. Two concurrent identical requests execute once: the second waits for
-/// the row lock and then finds the first one's record; a key raced for two different events
-/// is settled by the unique constraint. Database failures are thrown (the caller classifies
-/// them with db::classify_db_error); an in-doubt commit is safe to repeat with the same key.
+/// One single-event operator action (retry, discard). Every action takes the same steps,
+/// in one transaction: bounded lock and statement waits; the event's row locked (for an
+/// API caller only a row of its own company, so another company's event is never waited
+/// for and answers like a missing one); a known Idempotency-Key replayed or refused; the
+/// status checked with core::operator_transition and the version compared; then
+/// `update_sql` ($1 event id, $2 version; RETURNING the new version), a row in
+/// `record_table`, an audit_event row `audit_action` naming that row as `record_key`, and
+/// `wake` (NOTIFY, delivered on commit).
+struct EventAction {
+    core::OperatorAction action;
+    const char* verb;          // "retried", "discarded": the NOT_IN_REVIEW message
+    const char* record_table;  // immutable, one row per action: outbox_manual_retry, outbox_discard
+    const char* record_key;    // the record's id in the audit detail: manual_retry_id, discard_id
+    const char* audit_action;  // outbox.manual_retry, outbox.discard
+    const char* update_sql;
+    bool bulk_keys_taken;      // a key a bulk re-drive of the company used is refused too
+    std::string (*canonical)(const RetryRequest&);
+    void (*wake)(pqxx::work& tx, const std::string& event_id, const std::string& event_type);
+};
+
+/// Validates `request` and runs `action` under db::kOperatorTransaction. Two concurrent
+/// identical requests execute once: the second waits for the row lock and then finds the
+/// first one's record; a key raced for two different events is settled by the unique
+/// constraint. Database failures are thrown (the caller classifies them with
+/// db::classify_db_error); an in-doubt commit is safe to repeat with the same key.
+RetryResult run_event_action(pqxx::connection& conn, const EventAction& action, RetryRequest request);
+
+/// The manual re-drive of a REVIEW_REQUIRED event, shared by the admin API and the CLI:
+/// PENDING again, attempt_count 0, due now, version + 1, no lease; recorded in
+/// outbox_manual_retry; the hosts handling its type are woken.
 class RetryService {
 public:
     explicit RetryService(pqxx::connection& conn) : conn_(conn) {}
@@ -116,9 +106,7 @@ public:
     RetryResult retry(RetryRequest request);
 
 private:
-    RetryResult attempt(const RetryRequest& request);
-
     pqxx::connection& conn_;
 };
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

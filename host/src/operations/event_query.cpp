@@ -1,20 +1,22 @@
-#include "admin/event_query.hpp"
+#include "operations/event_query.hpp"
 
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <regex>
 
 #include <pqxx/pqxx>
 
-namespace outbox::admin {
+#include "core/identifiers.hpp"
+#include "db/aggregate_order.hpp"
+
+namespace outbox::operations {
 namespace {
 
 // The operator's view of an event: never the payload or the dedup key (both may carry
 // business data); timestamps as ISO 8601 in UTC. blocked_by: the earliest unfinished or
 // reviewed event of the same aggregate that holds this waiting event back (the claim's
 // ordering rule), null when nothing does.
-constexpr const char* kColumns = R"SQL(
+const std::string kColumns = R"SQL(
 json_build_object(
     'event_id', p.event_id, 'company_id', p.company_id, 'event_type', p.event_type,
     'aggregate_key', p.aggregate_key, 'status', p.status, 'attempt_count', p.attempt_count,
@@ -22,10 +24,7 @@ json_build_object(
     'occurred_at', p.occurred_at, 'updated_at', p.updated_at, 'completed_at', p.completed_at,
     'lease_owner', p.lease_owner, 'lease_expires_at', p.lease_expires_at,
     'blocked_by', CASE WHEN p.aggregate_seq IS NOT NULL AND p.status IN ('PENDING', 'RETRY_WAIT', 'REVIEW_REQUIRED') THEN
-        (SELECT earlier.event_id FROM event_publication earlier
-         WHERE earlier.company_id = p.company_id AND earlier.aggregate_key = p.aggregate_key
-           AND earlier.aggregate_seq < p.aggregate_seq AND earlier.aggregate_seq IS NOT NULL
-           AND earlier.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')
+        (SELECT earlier.event_id FROM event_publication earlier WHERE )SQL" + db::holds_back("earlier", "p") + R"SQL(
          ORDER BY earlier.aggregate_seq LIMIT 1) END,
     'consumed_by', ARRAY(SELECT c.handler_name FROM event_consumption c
                          WHERE c.event_id = p.event_id ORDER BY c.handler_name))::text
@@ -51,11 +50,6 @@ LIMIT $6
 constexpr std::array<std::string_view, 6> kStatuses{"PENDING",   "PROCESSING",      "RETRY_WAIT",
                                                     "COMPLETED", "REVIEW_REQUIRED", "DISCARDED"};
 
-const std::regex& uuid_pattern() {
-    static const std::regex pattern("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
-    return pattern;
-}
-
 template <class T>
 std::optional<T> parse_whole(std::string_view text) {
     T value{};
@@ -74,7 +68,7 @@ std::optional<Cursor> decode_cursor(const std::string& cursor) {
     if (dot == std::string::npos) return std::nullopt;
     const auto micros = parse_whole<long long>(std::string_view(cursor).substr(0, dot));
     std::string id = cursor.substr(dot + 1);
-    if (!micros || !std::regex_match(id, uuid_pattern())) return std::nullopt;
+    if (!micros || !core::is_lower_uuid(id)) return std::nullopt;
     return Cursor{*micros, std::move(id)};
 }
 
@@ -98,16 +92,14 @@ std::optional<FilterError> parse_event_filter(const std::optional<std::string>& 
         filter.status = status;
     }
     if (event_type) {
-        static const std::regex pattern("^[A-Z][A-Za-z0-9]{0,99}$");
-        if (!std::regex_match(*event_type, pattern)) {
+        if (!core::is_event_type(*event_type)) {
             return FilterError{"INVALID_EVENT_TYPE", "event_type must be PascalCase letters and digits"};
         }
         filter.event_type = event_type;
     }
     if (last_error_code) {
         // The column's own check: what an error code can look like.
-        static const std::regex pattern("^[A-Z][A-Z0-9_]{0,63}$");
-        if (!std::regex_match(*last_error_code, pattern)) {
+        if (!core::is_error_code(*last_error_code)) {
             return FilterError{"INVALID_LAST_ERROR_CODE",
                                "last_error_code must be an error code: upper-case letters, digits and _, e.g. HTTP_503"};
         }
@@ -165,4 +157,4 @@ nlohmann::json EventQuery::list(const std::string& company_id, const EventFilter
     return nlohmann::json{{"events", std::move(events)}, {"next_cursor", std::move(next)}};
 }
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

@@ -1,4 +1,4 @@
-#include "admin/bulk_retry_service.hpp"
+#include "operations/bulk_retry_service.hpp"
 
 #include <regex>
 #include <set>
@@ -6,9 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "core/identifiers.hpp"
+#include "db/perform.hpp"
 #include "db/pg_array.hpp"
 
-namespace outbox::admin {
+namespace outbox::operations {
 namespace {
 
 
@@ -114,21 +116,18 @@ std::optional<RetryRejected> validate_bulk_retry_request(const BulkRetryRequest&
         if (f.event_ids->empty() || f.event_ids->size() > static_cast<std::size_t>(kMaxBulkRetry)) {
             return unprocessable("INVALID_FILTER", "event_ids must list 1 to " + std::to_string(kMaxBulkRetry) + " event ids");
         }
-        static const std::regex uuid_pattern("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
         for (const auto& id : *f.event_ids) {
-            if (!std::regex_match(id, uuid_pattern)) {
+            if (!core::is_lower_uuid(id)) {
                 return unprocessable("INVALID_FILTER", "every event id in event_ids must be a lower-case UUID");
             }
         }
     }
-    static const std::regex type_pattern("^[A-Z][A-Za-z0-9]{0,99}$");
-    static const std::regex code_pattern("^[A-Z][A-Z0-9_]{0,63}$");
     static const std::regex time_pattern(
         "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,9})?)?([Zz]|[+-][0-9]{2}(:?[0-9]{2})?)$");
-    if (f.event_type && !std::regex_match(*f.event_type, type_pattern)) {
+    if (f.event_type && !core::is_event_type(*f.event_type)) {
         return unprocessable("INVALID_FILTER", "event_type must be PascalCase letters and digits, e.g. MissionCompleted");
     }
-    if (f.last_error_code && !std::regex_match(*f.last_error_code, code_pattern)) {
+    if (f.last_error_code && !core::is_error_code(*f.last_error_code)) {
         return unprocessable("INVALID_FILTER", "last_error_code must be an error code such as HTTP_503");
     }
     if (f.occurred_before && !std::regex_match(*f.occurred_before, time_pattern)) return bad_timestamp();
@@ -153,7 +152,7 @@ std::string canonical_bulk_retry_request(const BulkRetryRequest& request) {
 
 BulkRetryResult BulkRetryService::retry(const BulkRetryRequest& request) {
     if (auto rejected = validate_bulk_retry_request(request)) return *rejected;
-    return run_operator_transaction([&] { return this->attempt(request); });
+    return db::perform([&] { return this->attempt(request); }, db::kOperatorTransaction);
 }
 
 BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {
@@ -204,4 +203,4 @@ BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {
     return BulkRetryAccepted{std::move(ids), false};
 }
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

@@ -9,20 +9,11 @@
 
 #include <pqxx/connection>
 
-namespace outbox::dispatch {
+namespace outbox::routing {
 
 /// The NOTIFY channel pause and resume signal on commit; every host then re-reads
 /// outbox_handler_pause (the payload, the handler name, is informational).
 inline constexpr const char* kHandlerNotifyChannel = "outboxd_handlers";
-
-/// ^[a-z0-9][a-z0-9._-]{0,99}$, the plugin loader's rule for handler names.
-bool valid_handler_name(std::string_view name);
-
-/// Pauses (`paused`) or resumes `handler` fleet-wide in one transaction: the
-/// outbox_handler_pause row, an audit_event row when something changed, and a NOTIFY.
-/// Returns whether anything changed (pausing a paused handler changes nothing).
-bool set_handler_paused(pqxx::connection& conn, const std::string& handler, bool paused, const std::string& actor,
-                        const std::string& channel);
 
 struct PausedHandler {
     std::string handler;
@@ -53,4 +44,4 @@ private:
     std::atomic<bool> stale_{true};
 };
 
-}  // namespace outbox::dispatch
+}  // namespace outbox::routing

@@ -8,10 +8,10 @@
 #include <pqxx/connection>
 #include <pqxx/transaction_base>
 
-#include "dispatch/handler_set.hpp"
 #include "metrics/prometheus.hpp"
+#include "routing/handler_set.hpp"
 
-namespace outbox::admin {
+namespace outbox::operations {
 
 /// Reads the database gauges of /metrics in one statement under `timeout`: counts per
 /// unfinished or reviewed status (each count is served by that status' partial index, never
@@ -19,7 +19,7 @@ namespace outbox::admin {
 /// not, PROCESSING), the same per handler of `handlers` (types it supports, not yet consumed
 /// by it), the oldest REVIEW_REQUIRED event's age and the number of events blocked behind an
 /// earlier event of their aggregate. Throws on failure.
-metrics::DbGauges read_db_gauges(pqxx::connection& conn, const dispatch::HandlerSet& handlers,
+metrics::DbGauges read_db_gauges(pqxx::connection& conn, const routing::HandlerSet& handlers,
                                  std::chrono::milliseconds timeout);
 
 /// A handler and the event types it supports.
@@ -28,7 +28,7 @@ struct HandlerTypes {
     std::vector<std::string> event_types;
 };
 
-std::vector<HandlerTypes> handler_types_of(const dispatch::HandlerSet& handlers);
+std::vector<HandlerTypes> handler_types_of(const routing::HandlerSet& handlers);
 
 /// The per-handler part of read_db_gauges for one company: for each of `handlers` (every
 /// one present, 0 when nothing waits), the age in seconds of the company's oldest unfinished
@@ -38,7 +38,36 @@ std::map<std::string, double> read_handler_oldest_delays(pqxx::transaction_base&
                                                          const std::vector<HandlerTypes>& handlers,
                                                          const std::string& company_id);
 
+/// What `outboxd status` reports about events, across every company.
+struct StatusReport {
+    struct Count {
+        std::string status;
+        std::string event_type;
+        long long count = 0;
+    };
+    /// A type with due events nobody has attempted for over a minute while nothing of it is
+    /// in flight: no host in the fleet claims it. Events held back by their aggregate are not counted.
+    struct Unhandled {
+        std::string event_type;
+        long long count = 0;
+        long long oldest_seconds = 0;
+    };
+    struct ReviewGroup {
+        std::string event_type;
+        std::string code;  // "-" for none
+        long long count = 0;
+    };
+    std::vector<Count> counts;       // by status, then type
+    long long oldest_seconds = 0;    // the oldest PENDING, RETRY_WAIT or PROCESSING event's age
+    long long blocked = 0;           // waiting behind an earlier event of their aggregate
+    std::vector<Unhandled> unhandled;
+    std::vector<ReviewGroup> review;  // the largest group first
+};
+
+/// Reads the report in one read-only transaction. Throws on failure.
+StatusReport read_status_report(pqxx::connection& conn);
+
 /// SELECT 1 under `timeout`; throws when the database does not answer.
 void ping_database(pqxx::connection& conn, std::chrono::milliseconds timeout);
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations

@@ -1,8 +1,8 @@
-#include "admin/text.hpp"
+#include "operations/text.hpp"
 
 #include <algorithm>
 
-namespace outbox::admin {
+namespace outbox::operations {
 
 std::optional<std::size_t> utf8_length(std::string_view text) noexcept {
     std::size_t count = 0;
@@ -51,4 +51,4 @@ bool is_blank(std::string_view text) noexcept {
     return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t'; });
 }
 
-}  // namespace outbox::admin
+}  // namespace outbox::operations
