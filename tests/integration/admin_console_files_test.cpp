@@ -112,7 +112,7 @@ TEST_F(AdminConsoleFiles, TheSessionHandsBackTheProxysTokenOnlyWhenConfigured) {
     EXPECT_EQ(absent->body.find(jwt), std::string::npos);
     // Only a JWT is handed to the page: anything else (here a byte that is not UTF-8, which
     // once ended the process) is refused.
-    for (const std::string bad : {"the-operators-jwt", "a.b.c d", jwt + "\xff", std::string("\xff")}) {
+    for (const std::string& bad : std::vector<std::string>{"the-operators-jwt", "a.b.c d", jwt + "\xff", "\xff"}) {
         const auto refused = client().Get("/console/session", {{"X-Auth-Request-Access-Token", bad}});
         ASSERT_TRUE(refused);
         EXPECT_EQ(refused->status, 400) << refused->body;
