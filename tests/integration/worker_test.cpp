@@ -385,9 +385,11 @@ TEST_F(Worker, ALeaseLossFoundByTheHeartbeatIsCountedOnce) {
 }
 
 TEST_F(Worker, HeartbeatKeepsTheLeaseOfAHandlerSlowerThanTheLease) {
-    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 3500})", 1);
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 5000})", 1);
     auto options = fast_options(db_.url(), "h1");
-    options.lease_duration = 1s;
+    // A beat every 2/3 s: one may come over a second late on a loaded machine before the
+    // other host could take the lease; a heartbeat that does not run loses it in 2 s.
+    options.lease_duration = 2s;
     TestHost slow(options, {OUTBOX_FIXTURE_SCRIPTED});
     TestHost other(options, {OUTBOX_FIXTURE_SCRIPTED});
     slow.start();
