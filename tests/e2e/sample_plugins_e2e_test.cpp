@@ -165,10 +165,11 @@ TEST_F(SamplePlugins, TheClassifierNeverSeesMoreCallsPerSecondThanTheFleetRateLi
     ASSERT_TRUE(done) << status_summary() << "\n" << host_logs();
 
     EXPECT_EQ(classifier.call_count(), static_cast<std::size_t>(kWebsites));
-    // The limiter spaces the calls' starts; their arrival here also carries the request's own
-    // delay, which varies by scheduling on a loaded machine. A window 100 ms short of the
-    // second allows that jitter and still catches any burst past the limit.
-    EXPECT_LE(classifier.max_calls_in_window(900ms), static_cast<std::size_t>(kRate))
+    // The limiter spaces the calls' starts 250 ms apart; their arrival here also carries the
+    // request's own delay, which varies by scheduling on a loaded machine. A window 250 ms
+    // short of the second allows that jitter and still catches any burst and a fleet running
+    // 1.5 times the limit (5 starts within 667 ms), let alone hosts limiting alone.
+    EXPECT_LE(classifier.max_calls_in_window(750ms), static_cast<std::size_t>(kRate))
         << "more than rate_limit_per_second calls reached the classifier within one second";
     const auto calls = classifier.calls();
     auto first = calls.front().arrived, last = calls.front().arrived;

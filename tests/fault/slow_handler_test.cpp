@@ -17,8 +17,10 @@ TEST(SlowHandler, HeartbeatKeepsALeaseThreeTimesShorterThanTheHandlerAndNoSecond
     const std::string& url = db.url();
     create_scripted_effect_table(url);
     // db: an overlapping second run would fail the fixture's advisory lock (CONCURRENT_RUN).
-    publish_many(url, "TestRequested", R"({"db": true, "sleep_ms": 3500})", kEvents);
-    const Fleet fleet(url, {{"OUTBOX_LEASE_DURATION", "1s"},
+    publish_many(url, "TestRequested", R"({"db": true, "sleep_ms": 7000})", kEvents);
+    // A beat every 2/3 s: one may come over a second late on a loaded machine before the
+    // lease lapses; a heartbeat that does not run loses it 2 s into a 7 s call.
+    const Fleet fleet(url, {{"OUTBOX_LEASE_DURATION", "2s"},
                             {"OUTBOX_CONCURRENCY", "4"},
                             {"OUTBOX_BATCH_SIZE", "4"},
                             {"OUTBOX_POLL_INTERVAL", "100ms"}});

@@ -174,7 +174,9 @@ protected:
         if (fd < 0) return {};
         const std::string request = "GET /healthz HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
         ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-        Answer answer = read_answer(fd, 1s);
+        // Milliseconds when served; 2 s allows a loaded machine, while an attack that starves
+        // the listener holds a probe for as long as it lasts (15 s).
+        Answer answer = read_answer(fd, 2s);
         ::close(fd);
         return answer;
     }

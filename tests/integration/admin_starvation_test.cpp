@@ -40,10 +40,12 @@ TEST_F(AdminStarvation, ReadyzAnswersWhileEveryApiConnectionIsBusy) {
     }
     ASSERT_TRUE(wait_until([&] { return waiting_on("event_publication") >= 2; }, 10s));
     httplib::Client probe("127.0.0.1", server_->port());
-    probe.set_read_timeout(1s);
+    // The probe's own bound (probe_timeout 2 s + 1 s); a probe that waited for an API
+    // connection would wait for the lock until the 5 s statement timeout frees one.
+    probe.set_read_timeout(3s);
     for (int i = 0; i < 3; ++i) {
         const auto ready = probe.Get("/readyz");
-        ASSERT_TRUE(ready) << "no answer within 1 s";
+        ASSERT_TRUE(ready) << "no answer within 3 s";
         EXPECT_EQ(ready->status, 200) << ready->body;
     }
     hold.abort();

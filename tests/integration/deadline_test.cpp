@@ -23,15 +23,16 @@ protected:
     long long completed() const { return count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'"); }
     long long processing() const { return count("SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'"); }
 
-    /// A host whose handler calls have a 300 ms deadline and are abandoned 300 ms later.
-    std::unique_ptr<TestHost> host(int max_attempts, std::optional<int> max_abandoned = std::nullopt) const {
+    /// A host whose handler calls have a `deadline` (300 ms) and are abandoned 300 ms later.
+    std::unique_ptr<TestHost> host(int max_attempts, std::optional<int> max_abandoned = std::nullopt,
+                                   std::chrono::milliseconds deadline = 300ms) const {
         auto options = fast_options(db_.url(), "deadline-host");
         options.max_attempts = max_attempts;
         options.abandon_grace = 300ms;
         options.max_abandoned_threads = max_abandoned;
         options.concurrency = 3;
         auto h = std::make_unique<TestHost>(options, std::vector<std::string>{OUTBOX_FIXTURE_SCRIPTED},
-                                            plugin::HandlerConfigs{}, 300ms);
+                                            plugin::HandlerConfigs{}, deadline);
         h->start();
         return h;
     }
@@ -58,20 +59,23 @@ TEST_F(Deadline, AStatementThroughCtxDbEndsAtTheDeadline) {
 }
 
 TEST_F(Deadline, AHandlerIgnoringCancellationIsAbandonedWhileOtherEventsComplete) {
-    // Sleeps 4 s ignoring cancellation, then writes through ctx.db(): the late write must
-    // never commit, because the host stored HANDLER_TIMEOUT at deadline + grace.
+    // Sleeps 12 s ignoring cancellation, then writes through ctx.db(): the late write must
+    // never commit, because the host stored HANDLER_TIMEOUT at deadline + grace (1.3 s).
+    // The two waits below (6 s + 5 s) end before the 12 s, while the thread is still out.
     const std::string stuck =
-        publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 4000, "ignore_cancel": true, "db": true})", 1)[0];
-    const auto h = host(1);
-    ASSERT_TRUE(wait_until([&] { return row_of(stuck) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 3s)) << row_of(stuck);
+        publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 12000, "ignore_cancel": true, "db": true})", 1)[0];
+    // A 1 s deadline: the 30 short calls below write through ctx.db(), which a loaded
+    // machine slowed past 300 ms, and one in review kept the count from reaching 30.
+    const auto h = host(1, std::nullopt, 1s);
+    ASSERT_TRUE(wait_until([&] { return row_of(stuck) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 6s)) << row_of(stuck);
     EXPECT_EQ(h->metrics().abandoned_threads(), 1);
     EXPECT_TRUE(wait_until([&] {
         return count("SELECT coalesce(max(abandoned_threads), -1) FROM outbox_host WHERE host_id = 'deadline-host'") == 1;
-    }, 3s)) << "the fleet view (outboxd status) shows the stuck thread";
+    }, 5s)) << "the fleet view (outboxd status) shows the stuck thread";
     // The abandoned slot was replaced: the host keeps all its workers for other events.
     publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 50})", 30);
     ASSERT_TRUE(wait_until([&] { return completed() == 30; }, 20s));
-    ASSERT_TRUE(wait_until([&] { return h->metrics().abandoned_threads() == 0; }, 10s))
+    ASSERT_TRUE(wait_until([&] { return h->metrics().abandoned_threads() == 0; }, 20s))
         << "the abandoned thread returned and left";
     EXPECT_EQ(processing(), 0);
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE event_id = '" + stuck + "'"), 0)
@@ -84,10 +88,12 @@ TEST_F(Deadline, AHandlerIgnoringCancellationIsAbandonedWhileOtherEventsComplete
 
 TEST_F(Deadline, AnAbandonedAttemptIsRetriedAndItsEffectCommitsOnce) {
     const std::string id = publish_many(
-        db_.url(), "TestRequested", R"({"sleep_ms": 8000, "ignore_cancel": true, "hang_times": 1, "db": true})", 1)[0];
-    const auto h = host(3);
-    // Long before the first call returns (8 s), the second attempt has completed.
-    ASSERT_TRUE(wait_until([&] { return row_of(id).rfind("COMPLETED", 0) == 0; }, 5s)) << row_of(id);
+        db_.url(), "TestRequested", R"({"sleep_ms": 10000, "ignore_cancel": true, "hang_times": 1, "db": true})", 1)[0];
+    // A 1 s deadline: the second attempt writes through ctx.db(), which a loaded machine can
+    // slow past 300 ms, and a third attempt would be counted.
+    const auto h = host(3, std::nullopt, 1s);
+    // Long before the first call returns (10 s), the second attempt has completed (~1.5 s).
+    ASSERT_TRUE(wait_until([&] { return row_of(id).rfind("COMPLETED", 0) == 0; }, 8s)) << row_of(id);
     ASSERT_TRUE(wait_until([&] { return h->metrics().abandoned_threads() == 0; }, 15s));
     EXPECT_EQ(count("SELECT attempt_count FROM event_publication WHERE event_id = '" + id + "'"), 2);
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE event_id = '" + id + "'"), 1)
@@ -97,16 +103,19 @@ TEST_F(Deadline, AnAbandonedAttemptIsRetriedAndItsEffectCommitsOnce) {
 }
 
 TEST_F(Deadline, ASpinningHandlerIsAbandoned) {
-    const std::string id = publish_many(db_.url(), "TestRequested", R"({"spin_ms": 2500})", 1)[0];
+    const std::string id = publish_many(db_.url(), "TestRequested", R"({"spin_ms": 4000})", 1)[0];
     const auto h = host(1);
-    ASSERT_TRUE(wait_until([&] { return row_of(id) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 2s)) << row_of(id);
+    // Stored at 0.6 s (deadline + grace); the wait stays under the 4 s spin, so the count
+    // below sees the thread still out. A loaded machine delays the store, not the spin's end.
+    ASSERT_TRUE(wait_until([&] { return row_of(id) == "REVIEW_REQUIRED HANDLER_TIMEOUT"; }, 3s)) << row_of(id);
     EXPECT_EQ(h->metrics().abandoned_threads(), 1);
     ASSERT_TRUE(wait_until([&] { return h->metrics().abandoned_threads() == 0; }, 10s));
     EXPECT_TRUE(h->stop());
 }
 
 TEST_F(Deadline, BeyondMaxAbandonedThreadsTheHostStopsClaimingAndReportsExhaustion) {
-    publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 3000, "ignore_cancel": true})", 2);
+    // The stuck calls return after 8 s: the checks below all happen while they are out.
+    publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 8000, "ignore_cancel": true})", 2);
     const auto h = host(1, 1);
     ASSERT_TRUE(wait_until([&] { return h->runtime().exhausted(); }, 5s)) << "two stuck threads, one allowed";
     const auto later = publish_many(db_.url(), "TestRequested", "{}", 5);

@@ -106,6 +106,8 @@ TEST_F(MetricsEndpoint, ValuesMatchTheDatabaseAndTheWorkDone) {
     EXPECT_EQ(in_status("PENDING"), 6);
     EXPECT_EQ(m.count(R"(outbox_publications_backlog{status="COMPLETED"})"), 0u) << "completed work is not backlog";
 
+    // Ages were set relative to now(); the 60 s above each is how long the test may take
+    // to read them back, and still short of any other event's age.
     const double overall = at("outbox_publications_oldest_delay_seconds");
     EXPECT_GE(overall, 900);
     EXPECT_LT(overall, 960);
@@ -179,6 +181,7 @@ TEST_F(MetricsEndpoint, OldestDelayCountsRetriesNotYetDueAndReviewAndBlockedHave
         EXPECT_NE(found, m.end()) << key << " missing in\n" << res->body;
         return found == m.end() ? -1.0 : found->second;
     };
+    // As above: 60 s for the test to read back ages set relative to now().
     const double overall = at("outbox_publications_oldest_delay_seconds");
     EXPECT_GE(overall, 2000) << "a RETRY_WAIT event not due yet is unfinished";
     EXPECT_LT(overall, 2060) << "a REVIEW_REQUIRED event is not in the delay";

@@ -136,7 +136,8 @@ TEST_F(RetentionTest, TheBackgroundLoopRunsAtStartAndStopsPromptly) {
     const auto asked = std::chrono::steady_clock::now();
     loop.request_stop();
     loop.join();
-    EXPECT_LT(std::chrono::steady_clock::now() - asked, 2s);
+    // Milliseconds when the wait is on the stop token; a wait on the 1 h interval would hang.
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s);
 }
 
 }  // namespace

@@ -378,7 +378,9 @@ TEST(SdkHttpStatus, RetryAfterOnARetryableAnswerTravelsWithTheError) {
     EXPECT_EQ(call_status(server, 503, "7").retry_after, std::optional<std::chrono::milliseconds>(7s));
     const auto dated = call_status(server, 429, http_date(std::chrono::system_clock::now() + 40s)).retry_after;
     ASSERT_TRUE(dated.has_value());
-    EXPECT_GE(*dated, 38s);
+    // The date has whole seconds (up to 1 s lost) and the call takes its own time on a
+    // loaded machine; a date misread as a number or ignored gives nothing near 35 s.
+    EXPECT_GE(*dated, 35s);
     EXPECT_LE(*dated, 40s);
     EXPECT_EQ(call_status(server, 500, "soon").retry_after, std::nullopt) << "unparsable: the host's backoff applies";
     const Outcome refused = call_status(server, 404, "7");
