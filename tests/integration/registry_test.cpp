@@ -103,7 +103,7 @@ bool safe_payload_accepts(const sdk::PayloadSchema& schema, const std::string& f
 class Registry : public ::testing::Test {
 protected:
     long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
-    registry::ApplyResult apply(const std::string& yaml, bool require = false) {
+    registry::ApplyResult apply(const std::string& yaml, std::optional<bool> require = std::nullopt) {
         pqxx::connection conn(db_.url());
         return registry::apply_registry(conn, registry::parse_registry(yaml, "test.yaml"), require, "cli:test");
     }
@@ -263,11 +263,33 @@ TEST_F(Registry, CommandLineAppliesListsAndRefusesBadFilesWithExitTwo) {
     with_flag["OUTBOX_REQUIRE_REGISTERED_TYPES"] = "true";
     std::tie(code, out) = run_command({OUTBOXD_BINARY, "migrate"}, with_flag);
     EXPECT_EQ(code, 0) << out;
-    EXPECT_NE(out.find("outbox.require_registered_types is now true"), std::string::npos) << out;
+    EXPECT_NE(out.find("outbox.require_registered_types is now true (was false"), std::string::npos) << out;
     EXPECT_EQ(db_.scalar("SELECT value::text FROM outbox_setting WHERE name = 'require_registered_types'"), "true");
-    std::tie(code, out) = run_command({OUTBOXD_BINARY, "event-types", "apply", good}, env());
+    // A routine command whose configuration says false (the default) never switches it off.
+    auto configured_off = env();
+    configured_off["OUTBOX_REQUIRE_REGISTERED_TYPES"] = "false";
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "event-types", "apply", good}, configured_off);
     EXPECT_EQ(code, 0) << out;
-    EXPECT_NE(out.find("outbox.require_registered_types is now false"), std::string::npos) << out;
+    EXPECT_EQ(out.find("require_registered_types"), std::string::npos) << out;
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "migrate"}, env());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(db_.scalar("SELECT value::text FROM outbox_setting WHERE name = 'require_registered_types'"), "true")
+        << "migrate without the flag leaves the setting as it is: " << out;
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "status"}, env());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("require_registered_types: true"), std::string::npos) << out;
+    EXPECT_EQ(count("SELECT count(*) FROM audit_event WHERE action = 'outbox.setting_changed'"), 1);
+    // Only the explicit flag switches it off, and the change is audited with both values.
+    std::tie(code, out) =
+        run_command({OUTBOXD_BINARY, "event-types", "apply", "--require-registered-types=false", good}, env());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("outbox.require_registered_types is now false (was true"), std::string::npos) << out;
+    EXPECT_EQ(db_.scalar("SELECT value::text FROM outbox_setting WHERE name = 'require_registered_types'"), "false");
+    EXPECT_EQ(db_.scalar("SELECT actor LIKE 'cli:%' AND detail->>'old' = 'true' AND detail->>'new' = 'false' "
+                         "FROM audit_event WHERE action = 'outbox.setting_changed' ORDER BY id DESC LIMIT 1"),
+              "t");
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "migrate", "--require-registered-types=maybe"}, env());
+    EXPECT_EQ(code, 2) << out;
 }
 
 TEST_F(Registry, TheExamplesRegistryFileApplies) {

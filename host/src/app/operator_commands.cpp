@@ -57,7 +57,22 @@ int handlers_command(const config::Config& config, bool pause, const std::string
     }
 }
 
-int event_types_apply_command(const config::Config& config, const std::string& file) {
+std::optional<bool> requested_require_registered_types(const config::Config& config, std::optional<bool> flag) {
+    if (flag) return flag;
+    // The configuration may only tighten: a default or forgotten `false` never switches off
+    // a check other publishers rely on.
+    if (config.outbox.require_registered_types) return true;
+    return std::nullopt;
+}
+
+void report_setting(const registry::SettingChange& change) {
+    if (change.before == change.after) return;
+    std::cout << "outbox.require_registered_types is now " << (change.after ? "true" : "false") << " (was "
+              << (change.before ? "true" : "false") << "; recorded in audit_event)\n";
+}
+
+int event_types_apply_command(const config::Config& config, const std::string& file,
+                              std::optional<bool> require_registered_types) {
     std::vector<registry::EventTypeDefinition> definitions;
     try {
         definitions = registry::read_registry_file(file);
@@ -68,7 +83,8 @@ int event_types_apply_command(const config::Config& config, const std::string& f
     try {
         auto conn = db::open_connection(config.database.url);
         const auto result =
-            registry::apply_registry(*conn, definitions, config.outbox.require_registered_types, cli_actor());
+            registry::apply_registry(*conn, definitions,
+                                     requested_require_registered_types(config, require_registered_types), cli_actor());
         for (const auto& type : result.types) {
             switch (type.change) {
                 case registry::AppliedType::Change::Added:
@@ -86,10 +102,7 @@ int event_types_apply_command(const config::Config& config, const std::string& f
         for (const auto& name : result.not_in_file) {
             std::cout << "kept      " << name << " (registered, not in this file)\n";
         }
-        if (result.require_registered_types_before != result.require_registered_types) {
-            std::cout << "outbox.require_registered_types is now "
-                      << (result.require_registered_types ? "true" : "false") << "\n";
-        }
+        report_setting(result.require_registered_types);
         return 0;
     } catch (const std::exception&) {
         return database_failure("event-types apply");

@@ -44,6 +44,9 @@ constexpr const char* kUnhandledSql =
     "GROUP BY event_type ORDER BY event_type";
 #undef OUTBOX_EARLIER_UNFINISHED
 
+constexpr const char* kRequireRegisteredSql =
+    "SELECT coalesce((SELECT value = 'true'::jsonb FROM outbox_setting WHERE name = 'require_registered_types'), false)";
+
 constexpr const char* kReviewSql = R"SQL(
 SELECT event_type, coalesce(last_error_code, '-'), count(*) FROM event_publication
 WHERE status = 'REVIEW_REQUIRED' GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
@@ -103,7 +106,8 @@ int status_command(const config::Config& config) {
         std::cout << "EVENTS BY STATUS AND TYPE\n";
         std::cout << std::left << std::setw(18) << "STATUS" << std::setw(32) << "EVENT TYPE" << "COUNT\n";
         for (const auto& row : tx.exec(kCountsSql)) {
-            std::cout << std::setw(18) << row[0].c_str() << std::setw(32) << row[1].c_str() << row[2].c_str() << "\n";
+            std::cout << std::setw(18) << row[0].c_str() << std::setw(32) << row[1].c_str() << row[2].c_str()
+                      << "\n";
         }
         std::cout << "\noldest undelivered event: " << tx.exec(kOldestSql)[0][0].as<long long>() << "s old\n";
         std::cout << "blocked behind an earlier event of their aggregate: " << tx.exec(kBlockedSql)[0][0].c_str()
@@ -119,14 +123,19 @@ int status_command(const config::Config& config) {
         std::cout << "\nREVIEW_REQUIRED BY TYPE AND CODE\n";
         if (review.empty()) std::cout << "none\n";
         for (const auto& row : review) {
-            std::cout << std::setw(32) << row[0].c_str() << std::setw(24) << row[1].c_str() << row[2].c_str() << "\n";
+            std::cout << std::setw(32) << row[0].c_str() << std::setw(24) << row[1].c_str() << row[2].c_str()
+                      << "\n";
         }
+        std::cout << "\nrequire_registered_types: " << (tx.exec(kRequireRegisteredSql)[0][0].as<bool>() ? "true" : "false")
+                  << " (outbox_publish() refuses unregistered event types when true; change it with "
+                     "`outboxd migrate --require-registered-types=true|false`)\n";
         tx.commit();
         const auto paused = dispatch::read_paused_handlers(*conn);
         std::cout << "\nPAUSED HANDLERS (fleet-wide; their events wait)\n";
         if (paused.empty()) std::cout << "none\n";
         for (const auto& p : paused) {
-            std::cout << std::setw(32) << p.handler << "paused since " << p.paused_at << " by " << p.paused_by << "\n";
+            std::cout << std::setw(32) << p.handler << "paused since " << p.paused_at << " by " << p.paused_by
+                      << "\n";
         }
         print_fleet(fleet::read_fleet(*conn));
         return 0;

@@ -266,8 +266,9 @@ const std::array kSettings{
             "`COMPLETED` events older than this are deleted"},
     Setting{"outbox.require_registered_types", "OUTBOX_REQUIRE_REGISTERED_TYPES",
             [](Config& c, const Value& v) { c.outbox.require_registered_types = to_bool(v); }, "false",
-            "`outbox_publish()` refuses event types not in the registry; stored in the database by `outboxd migrate` "
-            "and `outboxd event-types apply`"},
+            "`true`: `outboxd migrate` and `outboxd event-types apply` switch on the database-wide check that makes "
+            "`outbox_publish()` refuse event types not in the registry; `false` leaves the stored value as it is "
+            "(only `--require-registered-types=false` switches it off)"},
     Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; },
             "(`<hostname>:<pid>`)", "this host's name, shown as `lease_owner`", "text"},
     Setting{"plugins.dir", "OUTBOX_PLUGIN_DIR", [](Config& c, const Value& v) { c.plugins.dir = v.raw.text; },
