@@ -222,6 +222,10 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.database.pool_mode = to_choice(v, {"session", "transaction"}); }, "session",
             "`transaction`: `database.url` is a pooler in transaction mode (PgBouncer `pool_mode = transaction`); "
             "no connection on it keeps session state (no prepared statements, `SET`, session locks, `LISTEN`)"},
+    Setting{"database.require_least_privilege", "OUTBOX_DATABASE_REQUIRE_LEAST_PRIVILEGE",
+            [](Config& c, const Value& v) { c.database.require_least_privilege = to_bool(v); }, "false",
+            "`true`: `outboxd run` refuses to start (exit 2) when `database.url`'s role is a superuser, owns the "
+            "outbox tables or is a member of their owner; `false`: it starts with one warning line"},
     Setting{"outbox.enabled", "OUTBOX_ENABLED", [](Config& c, const Value& v) { c.outbox.enabled = to_bool(v); },
             "true", "false: this host claims nothing; publishing is unaffected"},
     Setting{"outbox.poll_interval", "OUTBOX_POLL_INTERVAL",

@@ -2,6 +2,7 @@
 
 #include "db/db_error.hpp"
 #include "db/pg_array.hpp"
+#include "db/role_rights.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -408,6 +409,11 @@ void check_role(pqxx::transaction_base& tx, const std::string& role, const std::
     if (tx.exec_params1("SELECT $1 = current_user", role)[0].as<bool>()) {
         throw RoleError("role '" + role + "' (" + option +
                         ") is the role running migrate, which owns the schema; name a separate role");
+    }
+    if (const auto excess = excess_rights(tx, role, true)) {
+        throw RoleError(excess->describe() + " (" + option +
+                        "), so it could change the schema and rewrite the audit; name a role that is neither a "
+                        "superuser nor a member of the owner");
     }
 }
 
