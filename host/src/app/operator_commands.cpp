@@ -8,6 +8,7 @@
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
 #include "dispatch/handler_pause.hpp"
+#include "log/log.hpp"
 #include "registry/event_types.hpp"
 
 namespace outbox::app {
@@ -120,10 +121,11 @@ int event_types_list_command(const config::Config& config, const std::string& fo
         std::cout << "require_registered_types: " << (reg.require_registered_types ? "true" : "false") << "\n";
         if (reg.types.empty()) std::cout << "no event type is registered\n";
         for (const auto& type : reg.types) {
-            std::cout << "\n" << type.event_type << " (version " << type.version << ", " << type.updated_at << " by "
-                      << type.updated_by << ")\n";
+            std::cout << "\n" << log::escape_control(type.event_type) << " (version " << type.version << ", "
+                      << log::escape_control(type.updated_at) << " by " << log::escape_control(type.updated_by) << ")\n";
             for (const auto& [field, spec] : type.fields.items()) {
-                std::cout << "  " << std::left << std::setw(24) << field << spec.value("type", "?");
+                std::cout << "  " << std::left << std::setw(24) << log::escape_control(field)
+                          << log::escape_control(spec.value("type", "?"));
                 if (spec.contains("max_length")) std::cout << ", max_length " << spec["max_length"].get<long long>();
                 if (spec.value("identifier", false)) std::cout << ", identifier";
                 std::cout << "\n";
