@@ -8,11 +8,17 @@
 --     becomes its ASCII digit, and the fullwidth and small commercial at (U+FF20, U+FE6B)
 --     become "@".
 --
+-- outbox_publish() no longer answers a repeated dedup_key with the existing event's id when
+-- the calling login cannot read event_publication (the publisher role): that role may name
+-- any company_id, so the id would be a read oracle into other companies (review L6). It
+-- returns NULL then; logins that may read events (hosts, the owner) get the id as before.
+--
 -- Online: signatures are unchanged (CREATE OR REPLACE keeps grants and callers), and no
 -- table changes. The only difference for hosts and publishers of the previous release is
 -- that outbox_publish() now refuses values shaped like an e-mail address, a JWT or a phone
 -- number that slipped past the old rules, with the same SQLSTATE 22023 and message shape.
--- Rows already stored are not re-checked.
+-- Rows already stored are not re-checked. A publisher of the previous release that reads
+-- the id of a duplicate publish gets NULL instead when it connects as the publisher role.
 
 -- The text the free-text rules read; detail::fold_look_alikes() in the SDK folds the same
 -- characters. Each line holds the ten digits of three scripts, zero to nine. The body is
@@ -175,3 +181,70 @@ BEGIN
 END
 $$;
 
+-- V11's outbox_publish with the dedup answer above.
+CREATE OR REPLACE FUNCTION outbox_publish(
+    p_company_id text,
+    p_event_type text,
+    p_payload jsonb,
+    p_aggregate_key text DEFAULT NULL,
+    p_dedup_key text DEFAULT NULL
+) RETURNS uuid LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    v_id uuid;
+    v_bad_key text;
+BEGIN
+    IF p_company_id IS NULL OR length(p_company_id) = 0 OR length(p_company_id) > 100 THEN
+        RAISE EXCEPTION 'outbox_publish: company_id must be 1 to 100 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_event_type IS NULL OR p_event_type !~ '^[A-Z][A-Za-z0-9]{0,99}$' THEN
+        RAISE EXCEPTION 'outbox_publish: event_type must be PascalCase letters and digits, e.g. WebsiteRegistered'
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_payload IS NULL OR jsonb_typeof(p_payload) <> 'object' THEN
+        RAISE EXCEPTION 'outbox_publish: payload must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    SELECT key INTO v_bad_key FROM jsonb_each(p_payload)
+        WHERE jsonb_typeof(value) IN ('object', 'array') LIMIT 1;
+    IF v_bad_key IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox_publish: payload field "%" is nested; only scalar values are allowed', v_bad_key
+            USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(p_payload::text) > 8192 THEN
+        RAISE EXCEPTION 'outbox_publish: payload is larger than 8192 bytes' USING ERRCODE = '22023';
+    END IF;
+    PERFORM outbox_check_registered_payload(p_event_type, p_payload);
+    IF p_aggregate_key IS NOT NULL AND (length(p_aggregate_key) = 0 OR length(p_aggregate_key) > 200) THEN
+        RAISE EXCEPTION 'outbox_publish: aggregate_key must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    PERFORM outbox_check_free_text(p_aggregate_key, 'outbox_publish: aggregate_key');
+    IF p_dedup_key IS NOT NULL AND (length(p_dedup_key) = 0 OR length(p_dedup_key) > 200) THEN
+        RAISE EXCEPTION 'outbox_publish: dedup_key must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+
+    IF p_dedup_key IS NULL THEN
+        INSERT INTO event_publication (company_id, event_type, aggregate_key, aggregate_seq, payload)
+            VALUES (p_company_id, p_event_type, p_aggregate_key,
+                    outbox_next_aggregate_seq(p_company_id, p_aggregate_key), p_payload)
+            RETURNING event_id INTO v_id;
+    ELSE
+        INSERT INTO event_publication (company_id, event_type, aggregate_key, aggregate_seq, dedup_key, payload)
+            VALUES (p_company_id, p_event_type, p_aggregate_key,
+                    outbox_next_aggregate_seq(p_company_id, p_aggregate_key), p_dedup_key, p_payload)
+            ON CONFLICT (company_id, event_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+            RETURNING event_id INTO v_id;
+        IF v_id IS NULL THEN
+            -- The publisher role names any company_id, so the existing event's id goes only
+            -- to a login that may read events anyway; the publisher role gets NULL.
+            IF NOT pg_catalog.has_table_privilege(session_user, 'event_publication', 'SELECT') THEN
+                RETURN NULL;
+            END IF;
+            SELECT event_id INTO v_id FROM event_publication
+                WHERE company_id = p_company_id AND event_type = p_event_type AND dedup_key = p_dedup_key;
+            RETURN v_id;
+        END IF;
+    END IF;
+    -- Identical notifications in one transaction are folded into one by PostgreSQL.
+    PERFORM pg_notify('outboxd_events', p_event_type);
+    RETURN v_id;
+END
+$$;

@@ -113,6 +113,30 @@ TEST(DbRoles, PublisherCanPublishButCannotTouchTables) {
               "22023");
 }
 
+// The publisher role may name any company_id: a repeated dedup_key must not tell it the id
+// of another company's event (a read oracle), nor insert anything.
+TEST(DbRoles, ADuplicateDedupKeyAnswersThePublisherRoleWithNullNotAnotherCompanysEventId) {
+    const TestRoles roles;
+    const TestDatabase db;
+    migrate_with_roles(db, {.runtime = roles.runtime, .publisher = roles.publisher});
+    constexpr const char* kDedupSql =
+        "SELECT outbox_publish('globex', 'ThingHappened', '{\"n\": 1}'::jsonb, NULL, 'order-7')::text";
+    const std::string theirs = db.scalar(kDedupSql);
+    ASSERT_EQ(theirs.size(), 36u) << theirs;
+    const auto publish_as = [&](const std::string& role) {
+        pqxx::connection conn{outbox::test::with_user(db.url(), role)};
+        pqxx::work tx{conn};
+        const pqxx::field id = tx.exec1(kDedupSql)[0];
+        tx.commit();
+        return id.is_null() ? std::string("NULL") : id.as<std::string>();
+    };
+    EXPECT_EQ(publish_as(roles.publisher), "NULL");
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication"), "1") << "a duplicate inserts nothing";
+    // A role that may read events anyway (a host) still learns the existing id.
+    EXPECT_EQ(publish_as(roles.runtime), theirs);
+    EXPECT_EQ(db.scalar(kDedupSql), theirs);
+}
+
 TEST(DbRoles, RuntimeRoleCannotChangeTheSchemaOrTheHistory) {
     const TestRoles roles;
     const TestDatabase db;
