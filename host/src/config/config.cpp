@@ -127,6 +127,13 @@ std::vector<std::string> to_roles(const Value& v) {
             return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
         });
         if (!valid) fail(v, "expected a list of role names (letters, digits, _ and -), e.g. [PLATFORM_ADMIN]");
+        // Every tenant's tokens carry these: listing one would give each company's admins
+        // fleet-wide pause and resume.
+        if (role == "ADMIN" || role == "HR" || role == "VIEWER") {
+            fail(v, "'" + std::string(role) +
+                        "' is a company role (ADMIN, HR, VIEWER); a platform role must be one no tenant's token "
+                        "carries, e.g. PLATFORM_ADMIN");
+        }
         roles.emplace_back(role);
         if (comma == std::string_view::npos) break;
         text.remove_prefix(comma + 1);

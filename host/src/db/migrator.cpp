@@ -448,6 +448,8 @@ constexpr TableGrant kRuntimeTables[] = {
     {"outbox_handler_pause", "SELECT, INSERT, DELETE"},    // pause and resume
     {"outbox_event_type", "SELECT"},  // applied by `outboxd event-types apply` as the migrating role
     {"outbox_setting", "SELECT"},     // written by migrate and event-types apply
+    {"outbox_discard", "SELECT, INSERT"},  // append-only discards
+    {"outbox_aggregate", "SELECT"},        // positions are taken inside outbox_publish, as the owner
 };
 constexpr const char* kDefaultRuntimePrivileges = "SELECT, INSERT, UPDATE, DELETE";
 
