@@ -48,7 +48,7 @@ const std::vector<Case> kCases = {
     {"s", R"("x@.y")"}, {"s", R"("x@y.z")"}, {"s", R"("x\t@y.z")"}, {"s", R"("x@y z.w")"}, {"s", R"("x@@y.z")"},
     {"s", R"("x@y\t.z")"}, {"s", R"("eyJhbGciOi.eyJzdWIi.c2lnbmF0")"}, {"s", R"("eyJa.b")"}, {"s", R"("eyJa.b.")"},
     {"s", R"("eyJa.b.c.")"}, {"s", R"("eyJa.b.cd.")"}, {"s", R"("token eyJa.b.c end")"}, {"s", R"("eyJa..b.c")"},
-    {"s", R"("eyJa.b.c.d")"}, {"s", R"("see eyJa.b.c.")"}, {"s", R"("(eyJa.b.c)")"}, {"s", R"("say \"eyJa.b.c\"")"},
+    {"s", R"("eyJa.b.c.d")"}, {"s", R"("see eyJa.b.c.")"}, {"s", "\"(eyJa.b.c)\""}, {"s", R"("say \"eyJa.b.c\"")"},
     {"s", R"("[eyJa.b.c.d].")"}, {"s", "\"ann\xef\xbc\xa0" "ex.com\""}, {"s", "\"ann\xef\xb9\xab" "ex.com\""},
     {"s", "\"tel \xef\xbc\x90\xef\xbc\x91\xef\xbc\x90 1234 5678\""},
     {"s", "\"\xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6\xd9\xa7\xd9\xa8\""},
