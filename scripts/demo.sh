@@ -161,6 +161,7 @@ else
   pg_dir=$(mktemp -u /tmp/outboxd-demo-pg.XXXXXX)
   database_url=$("$root/scripts/pg.sh" start "$pg_dir" "$(free_port)")
   log "started a throwaway PostgreSQL at $database_url"
+  log "the hosts connect as its superuser to keep the demo short (each warns once that it has more rights than it needs); production hosts use a runtime role (docs/security.md, \"Database roles\")"
 fi
 export OUTBOX_DATABASE_URL=$database_url
 "$outboxd" migrate >"$work/migrate.log" 2>&1 || { cat "$work/migrate.log" >&2; exit 1; }

@@ -115,6 +115,71 @@ TEST(DbRolesE2e, OwnerMigratesPublisherPublishesRuntimeRoleProcessesEverything) 
     EXPECT_EQ(db.count("SELECT count(*) FROM outbox_host WHERE stopped_at IS NOT NULL"), 1);
     // The runtime role stayed what it was granted: it owns nothing.
     EXPECT_EQ(db.count("SELECT count(*) FROM pg_class WHERE relowner = '" + roles.runtime + "'::regrole"), 0);
+    EXPECT_EQ(read_file((dir.path() / "host.log").string()).find("database.url connects as"), std::string::npos)
+        << "a host with only the runtime role's rights is not warned about";
+}
+
+void on_server(const std::string& sql) {
+    pqxx::connection conn{server_url()};
+    pqxx::nontransaction tx{conn};
+    tx.exec0(sql);
+}
+
+TEST(DbRolesE2e, MigrateRefusesSuperusersAndMembersOfTheOwnerAsRuntimeOrPublisherRole) {
+    const TestRoles roles;
+    const FreshDatabase db;
+    const TempDir dir;
+    const auto owner_env = env_for(db.url(), dir.path());
+    on_server("ALTER ROLE " + roles.other + " SUPERUSER");
+    auto [code, output] = run_command({OUTBOXD_BINARY, "migrate", "--runtime-role", roles.other}, owner_env, 60s);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("role '" + roles.other + "' is a superuser (--runtime-role)"), std::string::npos) << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
+
+    on_server("ALTER ROLE " + roles.other + " NOSUPERUSER");
+    pqxx::connection conn{db.url()};
+    const std::string owner = pqxx::nontransaction{conn}.exec1("SELECT current_user")[0].as<std::string>();
+    on_server("GRANT " + owner + " TO " + roles.other);
+    std::tie(code, output) = run_command({OUTBOXD_BINARY, "migrate", "--publisher-role", roles.other}, owner_env, 60s);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("role '" + roles.other + "' is a member of '" + owner + "', which owns the outbox tables"),
+              std::string::npos)
+        << output;
+    std::tie(code, output) = run_command({OUTBOXD_BINARY, "migrate", "--runtime-role", roles.runtime}, owner_env, 60s);
+    EXPECT_EQ(code, 0) << output;
+    on_server("REVOKE " + owner + " FROM " + roles.other);
+}
+
+TEST(DbRolesE2e, AHostWithTheOwnersRightsWarnsOnceOrRefusesWhenLeastPrivilegeIsRequired) {
+    const FreshDatabase db;
+    const TempDir dir;
+    const fs::path plugin_dir = dir.path() / "plugins";
+    fs::create_directory(plugin_dir);
+    auto owner_env = env_for(db.url(), plugin_dir);
+    const auto [migrate_code, migrate_output] = run_command({OUTBOXD_BINARY, "migrate"}, owner_env, 60s);
+    ASSERT_EQ(migrate_code, 0) << migrate_output;
+    pqxx::connection conn{db.url()};
+    const std::string owner = pqxx::nontransaction{conn}.exec1("SELECT current_user")[0].as<std::string>();
+
+    const std::string log = (dir.path() / "owner.log").string();
+    {
+        ChildProcess host({OUTBOXD_BINARY, "run"}, owner_env, log);
+        ASSERT_TRUE(wait_until([&] { return read_file(log).find("started as") != std::string::npos; }, 30s))
+            << read_file(log);
+        host.signal(SIGTERM);
+        EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << read_file(log);
+    }
+    const std::string text = read_file(log);
+    const std::string warning = "database.url connects as role '" + owner + "' is a superuser";
+    EXPECT_NE(text.find(warning), std::string::npos) << text;
+    EXPECT_EQ(text.find(warning), text.rfind(warning)) << "one warning line: " << text;
+    EXPECT_NE(text.find("--runtime-role"), std::string::npos) << "names the fix: " << text;
+
+    owner_env["OUTBOX_DATABASE_REQUIRE_LEAST_PRIVILEGE"] = "true";
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, owner_env, 30s);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("database.require_least_privilege is true and " + warning), std::string::npos) << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
 }
 
 }  // namespace

@@ -116,6 +116,8 @@ TEST_F(AdminAuth, AnUnknownRoleIsForbiddenEverywhere) {
     ASSERT_TRUE(read && retry);
     EXPECT_EQ(read->status, 403);
     EXPECT_EQ(retry->status, 403);
+    EXPECT_EQ(read->body.find("SUPERUSER"), std::string::npos) << "a 403 never echoes the role claim: " << read->body;
+    EXPECT_EQ(retry->body.find("SUPERUSER"), std::string::npos) << retry->body;
 }
 
 TEST_F(AdminAuth, MalformedAuthorizationHeadersAre401) {

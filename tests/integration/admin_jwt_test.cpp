@@ -134,6 +134,23 @@ TEST(JwtVerifier, RequiresStringSubRoleAndCompany) {
     EXPECT_NE(failure_of(hs256().verify(mint_hs256(numeric), now())), "");
 }
 
+TEST(JwtVerifier, ClaimsWithControlCharactersAreRefused) {
+    // ESC, newline, DEL, C1 (U+0085, U+009B), line separator, right-to-left override.
+    for (const std::string bad : {"\x1b[2Jbob", "bob\nadmin", "bob\x7f", "bob\xc2\x85", "\xc2\x9b" "31m",
+                                  "bob\xe2\x80\xa8", "bob\xe2\x80\xae"}) {
+        for (const char* claim : {"sub", "role", "company_id"}) {
+            json claims = token_claims("ADMIN", "acme", "bob");
+            claims[claim] = bad;
+            EXPECT_EQ(failure_of(hs256().verify(mint_hs256(claims), now())),
+                      "the token's sub, role and company_id must not contain control characters")
+                << claim;
+        }
+    }
+    // Printable text outside ASCII is a name like any other.
+    const auto result = hs256().verify(mint_hs256(token_claims("ADMIN", "acme", "\xea\xb9\x80 \xeb\xaf\xbc")), now());
+    EXPECT_TRUE(std::holds_alternative<Principal>(result)) << failure_of(result);
+}
+
 TEST(JwtVerifier, RefusesUnsignedTokensAndGarbage) {
     EXPECT_NE(failure_of(hs256().verify(mint_unsigned(token_claims("ADMIN", "acme")), now())), "");
     EXPECT_NE(failure_of(hs256().verify("not a token", now())), "");

@@ -114,6 +114,7 @@ TEST_F(AdminRetry, AReasonShapedLikePersonalDataIs422NamingTheRule) {
         {"customer jane.doe@example.com asked again", "e-mail"},
         {"called back on +82 10-1234-5678 today", "phone"},
         {"token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl leaked", "JWT"},
+        {"the leaked token was eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl.", "JWT"},
         {"account 1234567890123 needs it again", "digit run"}};
     int n = 0;
     for (const auto& [reason, rule] : cases) {

@@ -5,7 +5,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -111,6 +115,73 @@ TEST(DbRoles, PublisherCanPublishButCannotTouchTables) {
     EXPECT_EQ(sqlstate_as(db, roles.publisher,
                           "SELECT outbox_publish('acme', 'ThingHappened', '{}'::jsonb, 'ann@example.com')"),
               "22023");
+}
+
+// The publisher role may name any company_id: a repeated dedup_key must not tell it the id
+// of another company's event (a read oracle), nor insert anything.
+TEST(DbRoles, ADuplicateDedupKeyAnswersThePublisherRoleWithNullNotAnotherCompanysEventId) {
+    const TestRoles roles;
+    const TestDatabase db;
+    migrate_with_roles(db, {.runtime = roles.runtime, .publisher = roles.publisher});
+    constexpr const char* kDedupSql =
+        "SELECT outbox_publish('globex', 'ThingHappened', '{\"n\": 1}'::jsonb, NULL, 'order-7')::text";
+    const std::string theirs = db.scalar(kDedupSql);
+    ASSERT_EQ(theirs.size(), 36u) << theirs;
+    const auto publish_as = [&](const std::string& role) {
+        pqxx::connection conn{outbox::test::with_user(db.url(), role)};
+        pqxx::work tx{conn};
+        const pqxx::field id = tx.exec1(kDedupSql)[0];
+        tx.commit();
+        return id.is_null() ? std::string("NULL") : id.as<std::string>();
+    };
+    EXPECT_EQ(publish_as(roles.publisher), "NULL");
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication"), "1") << "a duplicate inserts nothing";
+    // A role that may read events anyway (a host) still learns the existing id.
+    EXPECT_EQ(publish_as(roles.runtime), theirs);
+    EXPECT_EQ(db.scalar(kDedupSql), theirs);
+}
+
+// docs/security.md's "The exact grants" is the policy: every outbox table the migrations
+// create must be listed there, with exactly the privileges the runtime role ends up with.
+TEST(DbRoles, TheRuntimeRolesGrantsAreExactlyTheDocumentedOnesForEveryTable) {
+    const TestRoles roles;
+    const TestDatabase db;
+    migrate_with_roles(db, {.runtime = roles.runtime, .publisher = roles.publisher});
+    std::ifstream docs(std::string(OUTBOX_SOURCE_DIR) + "/docs/security.md");
+    ASSERT_TRUE(docs);
+    std::map<std::string, std::string> documented;
+    const std::regex grant(R"(^GRANT ([A-Z, ]+?) +ON outbox\.([a-z_]+) +TO outbox_runtime;)");
+    for (std::string line; std::getline(docs, line);) {
+        std::smatch m;
+        if (std::regex_search(line, m, grant)) {
+            std::string privileges = m[1].str();
+            std::vector<std::string> parts;
+            for (std::size_t start = 0; start <= privileges.size();) {
+                const auto comma = privileges.find(", ", start);
+                parts.push_back(privileges.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+                if (comma == std::string::npos) break;
+                start = comma + 2;
+            }
+            std::sort(parts.begin(), parts.end());
+            std::string sorted;
+            for (const auto& p : parts) sorted += (sorted.empty() ? "" : ", ") + p;
+            documented[m[2].str()] = sorted;
+        }
+    }
+    ASSERT_GE(documented.size(), 10u);
+    pqxx::connection conn{db.url()};
+    pqxx::read_transaction tx{conn};
+    std::map<std::string, std::string> granted;
+    for (const auto& row : tx.exec_params(
+             "SELECT c.relname, coalesce((SELECT string_agg(a.privilege_type, ', ' ORDER BY a.privilege_type) "
+             "FROM aclexplode(c.relacl) a WHERE a.grantee = $1::regrole), '') "
+             "FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') "
+             "AND (c.relname LIKE 'outbox\\_%' OR c.relname IN ('event_publication', 'event_consumption', 'audit_event')) "
+             "ORDER BY 1",
+             roles.runtime)) {
+        granted[row[0].as<std::string>()] = row[1].as<std::string>();
+    }
+    EXPECT_EQ(granted, documented) << "docs/security.md, \"The exact grants\", must list every outbox table";
 }
 
 TEST(DbRoles, RuntimeRoleCannotChangeTheSchemaOrTheHistory) {

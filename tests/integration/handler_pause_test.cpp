@@ -141,5 +141,25 @@ TEST_F(HandlerPause, CommandLinePausesResumesAndShowsTheStateInStatus) {
     EXPECT_EQ(code, 2) << out;
 }
 
+TEST_F(HandlerPause, StatusEscapesWhatTheDatabaseHolds) {
+    // An API actor is a token's sub, and host ids come from each host's configuration.
+    {
+        pqxx::connection conn{db_.url()};
+        pqxx::work tx{conn};
+        tx.exec0("INSERT INTO outbox_handler_pause (handler_name, paused_by) VALUES ('scripted-b', "
+                 "'api:' || chr(27) || '[2J' || chr(10) || 'FAKE LINE')");
+        tx.exec0("INSERT INTO outbox_host (host_id, version, started_at, heartbeat_interval_ms, enabled) "
+                 "VALUES ('evil' || chr(27) || ']0;title' || chr(7), '0.2.0', now(), 1000, true)");
+        tx.commit();
+    }
+    const auto [code, out] = run_command({OUTBOXD_BINARY, "status"}, {{"OUTBOX_DATABASE_URL", db_.url()}});
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << "no raw escape reaches the terminal";
+    EXPECT_EQ(out.find('\x07'), std::string::npos);
+    EXPECT_EQ(out.find("\nFAKE LINE"), std::string::npos) << out;
+    EXPECT_NE(out.find("api:\\x1b[2J\\nFAKE LINE"), std::string::npos) << out;
+    EXPECT_NE(out.find("evil\\x1b]0;title\\x07"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace outbox::test

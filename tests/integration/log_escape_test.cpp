@@ -44,6 +44,28 @@ TEST(LogEscape, TextLinesEscapeControlCharactersFromMessagesAndFields) {
     EXPECT_NE(out.find(R"(file=lib\r.so)"), std::string::npos) << out;
 }
 
+TEST(LogEscape, TextLinesEscapeC1SeparatorsBidiControlsAndStrayBytes) {
+    const std::string out = captured_stderr([] {
+        log::init("info", "text");
+        // NEL, CSI (C1), line separator, paragraph separator, RLO, LRI, a lone 0x9b byte.
+        log::warn("a\xc2\x85" "b\xc2\x9b" "31m c\xe2\x80\xa8" "d\xe2\x80\xa9" "e\xe2\x80\xae" "f\xe2\x81\xa6" "g\x9bh "
+                  "\xea\xb0\x80");
+    });
+    log::init("info", "text");
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+    EXPECT_NE(out.find(R"(a\u0085b\u009b31m c\u2028d\u2029e\u202ef\u2066g\x9bh )" "\xea\xb0\x80"), std::string::npos)
+        << "printable text outside ASCII is kept: " << out;
+}
+
+TEST(LogEscape, FieldValuesWithSpacesOrEqualsAreQuoted) {
+    const std::string out = captured_stderr([] {
+        log::init("info", "text");
+        log::warn("loaded", {.handler = "h", .code = "X code=FORGED", .file = "a \"b\".so"});
+    });
+    log::init("info", "text");
+    EXPECT_NE(out.find(R"(loaded handler=h code="X code=FORGED" file="a \"b\".so")"), std::string::npos) << out;
+}
+
 TEST(LogEscape, JsonLinesStayOneObjectPerLine) {
     const std::string out = captured_stderr([] {
         log::init("info", "json");

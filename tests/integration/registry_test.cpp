@@ -48,7 +48,12 @@ const std::vector<Case> kCases = {
     {"s", R"("x@.y")"}, {"s", R"("x@y.z")"}, {"s", R"("x\t@y.z")"}, {"s", R"("x@y z.w")"}, {"s", R"("x@@y.z")"},
     {"s", R"("x@y\t.z")"}, {"s", R"("eyJhbGciOi.eyJzdWIi.c2lnbmF0")"}, {"s", R"("eyJa.b")"}, {"s", R"("eyJa.b.")"},
     {"s", R"("eyJa.b.c.")"}, {"s", R"("eyJa.b.cd.")"}, {"s", R"("token eyJa.b.c end")"}, {"s", R"("eyJa..b.c")"},
-    {"s", R"("eyJa.b.c.d")"}, {"s", R"("12345678")"}, {"s", R"("123456789")"}, {"s", R"("010-1234-5678")"},
+    {"s", R"("eyJa.b.c.d")"}, {"s", R"("see eyJa.b.c.")"}, {"s", "\"(eyJa.b.c)\""}, {"s", R"("say \"eyJa.b.c\"")"},
+    {"s", R"("[eyJa.b.c.d].")"}, {"s", "\"ann\xef\xbc\xa0" "ex.com\""}, {"s", "\"ann\xef\xb9\xab" "ex.com\""},
+    {"s", "\"tel \xef\xbc\x90\xef\xbc\x91\xef\xbc\x90 1234 5678\""},
+    {"s", "\"\xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6\xd9\xa7\xd9\xa8\""},
+    {"s", "\"\xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6\xd9\xa7\xd9\xa8\xd9\xa9\""},
+    {"s", "\"\xef\xbc\x94\xef\xbc\x92 items\""}, {"s", R"("12345678")"}, {"s", R"("123456789")"}, {"s", R"("010-1234-5678")"},
     {"s", R"("12 34 56 78 9")"}, {"s", R"("1234a56789")"}, {"s", R"("(12) 345+678.9")"}, {"s", R"("1234/56789")"},
     {"s", "42"}, {"s", "true"}, {"s", "null"},
     // string, default max_length 256
@@ -57,7 +62,7 @@ const std::vector<Case> kCases = {
     {"id", R"("mission-42")"}, {"id", R"("SUMMER_SOLSTICE")"}, {"id", R"("a b")"}, {"id", R"("user@x.y")"},
     {"id", R"("1234567890123")"}, {"id", R"("123456789012")"}, {"id", R"("010-1234-5678")"},
     {"id", R"("12.34.56.78.9")"}, {"id", R"("12.34.56.78")"}, {"id", R"("v1.2.3")"}, {"id", R"("ab-123456789")"},
-    {"id", R"("eyJa.b.c")"}, {"id", R"("550e8400-e29b-41d4-a716-446655440000")"}, {"id", R"("ns:item.7")"},
+    {"id", R"("eyJa.b.c")"}, {"id", R"("eyJa.b.c.")"}, {"id", R"("eyJa.b.")"}, {"id", R"("eyJa.b.c.d.")"}, {"id", R"("550e8400-e29b-41d4-a716-446655440000")"}, {"id", R"("ns:item.7")"},
     {"id", R"("a/b")"}, {"id", R"("")"}, {"id", "\"" + std::string(41, 'x') + "\""}, {"id", "7"},
     // integer
     {"i", "42"}, {"i", "-7"}, {"i", "0"}, {"i", "9223372036854775807"}, {"i", "9223372036854775808"},
@@ -103,7 +108,7 @@ bool safe_payload_accepts(const sdk::PayloadSchema& schema, const std::string& f
 class Registry : public ::testing::Test {
 protected:
     long long count(const std::string& sql) const { return std::stoll(db_.scalar(sql)); }
-    registry::ApplyResult apply(const std::string& yaml, bool require = false) {
+    registry::ApplyResult apply(const std::string& yaml, std::optional<bool> require = std::nullopt) {
         pqxx::connection conn(db_.url());
         return registry::apply_registry(conn, registry::parse_registry(yaml, "test.yaml"), require, "cli:test");
     }
@@ -263,11 +268,33 @@ TEST_F(Registry, CommandLineAppliesListsAndRefusesBadFilesWithExitTwo) {
     with_flag["OUTBOX_REQUIRE_REGISTERED_TYPES"] = "true";
     std::tie(code, out) = run_command({OUTBOXD_BINARY, "migrate"}, with_flag);
     EXPECT_EQ(code, 0) << out;
-    EXPECT_NE(out.find("outbox.require_registered_types is now true"), std::string::npos) << out;
+    EXPECT_NE(out.find("outbox.require_registered_types is now true (was false"), std::string::npos) << out;
     EXPECT_EQ(db_.scalar("SELECT value::text FROM outbox_setting WHERE name = 'require_registered_types'"), "true");
-    std::tie(code, out) = run_command({OUTBOXD_BINARY, "event-types", "apply", good}, env());
+    // A routine command whose configuration says false (the default) never switches it off.
+    auto configured_off = env();
+    configured_off["OUTBOX_REQUIRE_REGISTERED_TYPES"] = "false";
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "event-types", "apply", good}, configured_off);
     EXPECT_EQ(code, 0) << out;
-    EXPECT_NE(out.find("outbox.require_registered_types is now false"), std::string::npos) << out;
+    EXPECT_EQ(out.find("require_registered_types"), std::string::npos) << out;
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "migrate"}, env());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(db_.scalar("SELECT value::text FROM outbox_setting WHERE name = 'require_registered_types'"), "true")
+        << "migrate without the flag leaves the setting as it is: " << out;
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "status"}, env());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("require_registered_types: true"), std::string::npos) << out;
+    EXPECT_EQ(count("SELECT count(*) FROM audit_event WHERE action = 'outbox.setting_changed'"), 1);
+    // Only the explicit flag switches it off, and the change is audited with both values.
+    std::tie(code, out) =
+        run_command({OUTBOXD_BINARY, "event-types", "apply", "--require-registered-types=false", good}, env());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("outbox.require_registered_types is now false (was true"), std::string::npos) << out;
+    EXPECT_EQ(db_.scalar("SELECT value::text FROM outbox_setting WHERE name = 'require_registered_types'"), "false");
+    EXPECT_EQ(db_.scalar("SELECT actor LIKE 'cli:%' AND detail->>'old' = 'true' AND detail->>'new' = 'false' "
+                         "FROM audit_event WHERE action = 'outbox.setting_changed' ORDER BY id DESC LIMIT 1"),
+              "t");
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "migrate", "--require-registered-types=maybe"}, env());
+    EXPECT_EQ(code, 2) << out;
 }
 
 TEST_F(Registry, TheExamplesRegistryFileApplies) {

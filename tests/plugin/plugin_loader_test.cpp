@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <dlfcn.h>
 #include <link.h>
 
 #include "app/plugins_check.hpp"
@@ -153,6 +154,49 @@ TEST_F(PluginLoaderTest, HandlerWorksAfterTheOriginalFileIsDeleted) {
     EXPECT_TRUE(fs::is_empty(private_dir_.path())) << "the private copy is unlinked once it is mapped";
 }
 
+// The private copy directory lives in /tmp: a cleaner may remove it and another local user
+// re-create it under the same name, then swap the copy before dlopen reads it.
+TEST_F(PluginLoaderTest, APrivateDirectoryOthersMayWriteOrALinkIsRefusedAndNothingIsCopiedIntoIt) {
+    const fs::path dir = private_dir_.path() / "copies";
+    fs::create_directory(dir);
+    fs::permissions(dir, fs::perms::all);  // 0777, as an attacker's re-created directory would be
+    PluginLoader loader(dir);
+    const LoadResult open_to_all = loader.load_file(OUTBOX_FIXTURE_GOOD_ECHO, {});
+    ASSERT_TRUE(std::holds_alternative<RejectedPlugin>(open_to_all));
+    EXPECT_NE(std::get<RejectedPlugin>(open_to_all).reason.find("is not this user's alone"), std::string::npos)
+        << std::get<RejectedPlugin>(open_to_all).reason;
+    EXPECT_TRUE(fs::is_empty(dir)) << "nothing is written into a directory others may change";
+
+    fs::remove(dir);
+    const fs::path elsewhere = private_dir_.path() / "elsewhere";
+    fs::create_directory(elsewhere);
+    fs::create_directory_symlink(elsewhere, dir);
+    const LoadResult linked = loader.load_file(OUTBOX_FIXTURE_GOOD_ECHO, {});
+    ASSERT_TRUE(std::holds_alternative<RejectedPlugin>(linked));
+    EXPECT_NE(std::get<RejectedPlugin>(linked).reason.find("cannot open the private copy directory"), std::string::npos)
+        << std::get<RejectedPlugin>(linked).reason;
+    EXPECT_TRUE(fs::is_empty(elsewhere));
+
+    // Simply gone (removed by a cleaner): made again, this user's alone, and loading works.
+    fs::remove(dir);
+    const LoadResult again = loader.load_file(OUTBOX_FIXTURE_GOOD_ECHO, {});
+    ASSERT_TRUE(std::holds_alternative<LoadedPlugin>(again)) << std::get<RejectedPlugin>(again).reason;
+    EXPECT_EQ(fs::status(dir).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none);
+}
+
+// dlopen is given the verified descriptor, never the copy's path, which another user could
+// swap between the copy and the load: the library's recorded name is /proc/self/fd/N.
+TEST_F(PluginLoaderTest, TheCopyIsLoadedThroughItsDescriptor) {
+    const LoadedPlugin plugin = expect_loaded(OUTBOX_FIXTURE_GOOD_ECHO);
+    ASSERT_NE(plugin.handler, nullptr);
+    // The handler's vtable lies in the plugin's own image.
+    const void* vtable = *reinterpret_cast<void* const*>(plugin.handler.get());
+    Dl_info info{};
+    ASSERT_NE(::dladdr(vtable, &info), 0);
+    ASSERT_NE(info.dli_fname, nullptr);
+    EXPECT_EQ(std::string(info.dli_fname).rfind("/proc/self/fd/", 0), 0u) << info.dli_fname;
+}
+
 TEST_F(PluginLoaderTest, HandlerOutlivesTheLoaderAndOtherCopies) {
     std::shared_ptr<sdk::Handler> handler;
     {
@@ -267,7 +311,14 @@ int mapped_copies_of(const std::string& name) {
     ::dl_iterate_phdr(
         [](dl_phdr_info* info, std::size_t, void* data) {
             auto* s = static_cast<Search*>(data);
-            const std::string path = info->dlpi_name == nullptr ? "" : info->dlpi_name;
+            std::string path = info->dlpi_name == nullptr ? "" : info->dlpi_name;
+            // Plugins are loaded as /proc/self/fd/N, held open while mapped: name the copy.
+            if (path.rfind("/proc/self/fd/", 0) == 0) {
+                std::error_code ec;
+                path = fs::read_symlink(path, ec).string();
+                const std::string deleted = " (deleted)";
+                if (path.size() > deleted.size() && path.ends_with(deleted)) path.resize(path.size() - deleted.size());
+            }
             if (path.size() >= s->suffix.size() && path.compare(path.size() - s->suffix.size(), s->suffix.size(), s->suffix) == 0) {
                 ++s->count;
             }

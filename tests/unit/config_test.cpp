@@ -494,6 +494,13 @@ TEST(Config, AdminListenerLimitsAndPlatformRoles) {
               (std::vector<std::string>{"A", "B"}));
     const std::string empty_role = error_of("admin:\n  platform_roles: [SRE, \"\"]\n");
     EXPECT_TRUE(contains(empty_role, "admin.platform_roles")) << empty_role;
+    for (const char* company_role : {"ADMIN", "HR", "VIEWER"}) {
+        const std::string refused = error_of("admin:\n  platform_roles: [SRE, " + std::string(company_role) + "]\n");
+        EXPECT_TRUE(contains(refused, "admin.platform_roles")) << refused;
+        EXPECT_TRUE(contains(refused, "is a company role")) << refused;
+        EXPECT_THROW(parse_config("", "x.yaml", env_of({{"OUTBOX_ADMIN_PLATFORM_ROLES", std::string("SRE,") + company_role}})),
+                     ConfigError);
+    }
     EXPECT_TRUE(contains(error_of("admin:\n  max_connections: 0\n"), "admin.max_connections"));
     EXPECT_TRUE(contains(error_of("admin:\n  request_timeout: 1h\n"), "admin.request_timeout"));
 }

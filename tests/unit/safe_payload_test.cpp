@@ -158,6 +158,21 @@ TEST(SafePayload, RejectsJwts) {
     expect_string_rejected("domain", jwt);
     expect_string_rejected("domain", "Bearer " + jwt);
     expect_string_rejected("mission_id", jwt);
+    // Whatever follows it: the end of a sentence, a quote, a bracket.
+    expect_string_rejected("domain", "Rotated token " + jwt + ".");
+    expect_string_rejected("domain", "\"" + jwt + "\"");
+    expect_string_rejected("domain", "(" + jwt + ")");
+    expect_string_rejected("mission_id", jwt + ".");
+}
+
+TEST(SafePayload, RejectsLookAlikeDigitsAndAtSigns) {
+    expect_string_rejected("domain", "ann\xef\xbc\xa0" "example.com");  // fullwidth @
+    // ０１０-１２３４-５６７８
+    expect_string_rejected("domain", "\xef\xbc\x90\xef\xbc\x91\xef\xbc\x90-\xef\xbc\x91\xef\xbc\x92\xef\xbc\x93"
+                                     "\xef\xbc\x94-\xef\xbc\x95\xef\xbc\x96\xef\xbc\x97\xef\xbc\x98");
+    // nine Devanagari digits
+    expect_string_rejected("domain", "\xe0\xa5\xa6\xe0\xa5\xa7\xe0\xa5\xa8\xe0\xa5\xa9\xe0\xa5\xaa\xe0\xa5\xab"
+                                     "\xe0\xa5\xac\xe0\xa5\xad\xe0\xa5\xae");
 }
 
 TEST(SafePayload, RejectsThirteenDigitRunsInIdentifiers) {

@@ -58,7 +58,8 @@ bool may_read(const Principal& p) { return p.role == "ADMIN" || p.role == "HR" |
 
 bool require_reader(const Principal& principal, HttpResponse& res, const std::string& what) {
     if (may_read(principal)) return true;
-    send_error(res, 403, "FORBIDDEN", "the role " + principal.role + " may not read " + what);
+    // The message never echoes a claim: only ADMIN, HR and VIEWER read.
+    send_error(res, 403, "FORBIDDEN", "only the ADMIN, HR and VIEWER roles may read " + what);
     return false;
 }
 

@@ -46,6 +46,30 @@ std::optional<std::string> string_claim(const nlohmann::json& claims, const char
     return value;
 }
 
+// Claims end up in audit rows, logs and terminals: no control characters (C0, DEL, C1),
+// no line or paragraph separators, no bidirectional controls. nlohmann's parser already
+// refused invalid UTF-8.
+bool printable(std::string_view text) {
+    for (std::size_t i = 0; i < text.size();) {
+        const auto lead = static_cast<unsigned char>(text[i]);
+        if (lead < 0x80) {
+            if (lead < 0x20 || lead == 0x7f) return false;
+            ++i;
+            continue;
+        }
+        const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (i + length > text.size()) return false;
+        char32_t cp = lead & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07);
+        for (std::size_t k = 1; k < length; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 || cp == 0x061c || cp == 0x200e ||
+            cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
+            return false;
+        }
+        i += length;
+    }
+    return true;
+}
+
 bool audience_matches(const nlohmann::json& claims, const std::string& audience) {
     const auto found = claims.find("aud");
     if (found == claims.end()) return false;
@@ -128,6 +152,9 @@ std::variant<Principal, AuthFailure> JwtVerifier::verify(std::string_view token_
     auto company = string_claim(claims, "company_id", 100);
     if (!subject || !role || !company) {
         return AuthFailure{"the token must carry string claims sub, role and company_id"};
+    }
+    if (!printable(*subject) || !printable(*role) || !printable(*company)) {
+        return AuthFailure{"the token's sub, role and company_id must not contain control characters"};
     }
     return Principal{std::move(*subject), std::move(*role), std::move(*company)};
 }

@@ -36,6 +36,15 @@ int run_cli(int argc, char** argv, const AdminFactory& admin) {
     migrate->add_flag("--offline", offline,
                       "apply migrations that are not online even while hosts of an older release are live "
                       "(refused otherwise, exit code 4)");
+    std::string require_registered_types;
+    const auto add_require_flag = [&require_registered_types](CLI::App* command) {
+        command
+            ->add_option("--require-registered-types", require_registered_types,
+                         "true or false: set the database-wide check outbox_publish() makes (left as it is when "
+                         "omitted; only this flag can switch it off, and each change is audited)")
+            ->check(CLI::IsMember({"true", "false"}));
+    };
+    add_require_flag(migrate);
     auto* status = app.add_subcommand("status", "show backlog, unhandled event types and events needing review");
     auto* plugins = app.add_subcommand("plugins", "inspect plugin files");
     plugins->require_subcommand(1);
@@ -75,6 +84,7 @@ int run_cli(int argc, char** argv, const AdminFactory& admin) {
     std::string registry_file;
     auto* apply = event_types->add_subcommand("apply", "apply a registry file (idempotent; prints what changed)");
     apply->add_option("FILE", registry_file, "YAML: event_types: {Type: {fields: {name: {type: ...}}}}")->required();
+    add_require_flag(apply);
     auto* list = event_types->add_subcommand("list", "show the registered event types");
     std::string list_format = "text";
     list->add_option("--format", list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
@@ -118,12 +128,14 @@ int run_cli(int argc, char** argv, const AdminFactory& admin) {
     db::configure_connections(connection_settings_of(config, "outboxd " + app.get_subcommands().front()->get_name()));
 
     if (*run) return run_command(config, migrate_first, admin);
-    if (*migrate) return migrate_command(config, roles, offline);
+    const std::optional<bool> require_flag =
+        require_registered_types.empty() ? std::nullopt : std::optional<bool>(require_registered_types == "true");
+    if (*migrate) return migrate_command(config, roles, offline, require_flag);
     if (*status) return status_command(config);
     if (*retry) return retry_command(config, retry_args);
     if (*pause) return handlers_command(config, true, handler_name);
     if (*resume) return handlers_command(config, false, handler_name);
-    if (*apply) return event_types_apply_command(config, registry_file);
+    if (*apply) return event_types_apply_command(config, registry_file, require_flag);
     if (*list) return event_types_list_command(config, list_format);
     if (*check) {
         plugin::HandlerConfigs configs;

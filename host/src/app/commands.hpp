@@ -6,6 +6,7 @@
 #include "app/admin_listener.hpp"
 #include "config/config.hpp"
 #include "db/migrator.hpp"
+#include "registry/event_types.hpp"
 
 namespace outbox::app {
 
@@ -19,7 +20,10 @@ int run_command(const config::Config& config, bool migrate_first, const AdminFac
 /// privileges. Exit 0 when applied or up to date, 2 when a named role does not exist
 /// (nothing is applied then), 4 when a pending migration would break live hosts of an older
 /// release (not online) and `offline` is not set, 1 on other failures.
-int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline);
+/// `require_registered_types` is --require-registered-types (see
+/// requested_require_registered_types()).
+int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline,
+                    std::optional<bool> require_registered_types);
 
 /// `outboxd status`: counts by status and type, the oldest undelivered event's age, the
 /// events blocked behind an earlier event of their aggregate, event types no handler in
@@ -53,7 +57,17 @@ int handlers_command(const config::Config& config, bool pause, const std::string
 
 /// `outboxd event-types apply FILE`: applies the registry file and prints what changed;
 /// exit 0, 1 on database failure, 2 on a bad file (one line naming file, key and rule).
-int event_types_apply_command(const config::Config& config, const std::string& file);
+int event_types_apply_command(const config::Config& config, const std::string& file,
+                              std::optional<bool> require_registered_types);
+
+/// What migrate and event-types apply do with the database-wide require_registered_types:
+/// the explicit --require-registered-types value when given; otherwise `true` when
+/// outbox.require_registered_types is true; otherwise nothing (left as it is). Only the
+/// flag can switch it off.
+std::optional<bool> requested_require_registered_types(const config::Config& config, std::optional<bool> flag);
+
+/// Prints one line when the setting changed.
+void report_setting(const registry::SettingChange& change);
 
 /// `outboxd event-types list [--format text|json]`: the registry as stored.
 int event_types_list_command(const config::Config& config, const std::string& format);

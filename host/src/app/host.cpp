@@ -10,6 +10,7 @@
 #include "db/db_error.hpp"
 #include "db/db_session.hpp"
 #include "db/migrator.hpp"
+#include "db/role_rights.hpp"
 #include "fleet/fleet_registry.hpp"
 #include "lease/retention.hpp"
 #include "log/log.hpp"
@@ -53,7 +54,8 @@ int check_schema(pqxx::connection& conn, bool migrate_first, std::chrono::millis
         if (!status.pending.empty()) {
             throw StartError(1, "the database schema is at version " + std::to_string(status.applied_version) + " but " +
                                     self + " needs version " + std::to_string(status.latest_version) +
-                                    ": run `outboxd migrate` with this release (or `outboxd run --migrate`) first");
+                                    ": run `outboxd migrate` with this release first, as the schema's owner (`outboxd run "
+                                    "--migrate` does it too, but then this host needs the owner's rights)");
         }
         // A contracting migration declares the oldest host schema that still works with it.
         if (status.hosts_from > status.latest_version) {
@@ -74,6 +76,27 @@ int check_schema(pqxx::connection& conn, bool migrate_first, std::chrono::millis
                                 db::classify_db_error(std::current_exception()).describe() +
                                 "; check database.url / OUTBOX_DATABASE_URL");
     }
+}
+
+// Plugins, ctx.db() and the admin API all run with database.url's rights; a role that can
+// change the schema or disable the append-only triggers is more than a host needs.
+void check_least_privilege(pqxx::connection& conn, bool required) {
+    std::optional<db::ExcessRights> excess;
+    try {
+        pqxx::read_transaction tx(conn);
+        excess = db::excess_rights(tx, "", false);
+    } catch (const std::exception&) {
+        throw StartError(1, "cannot check the database role's rights: " +
+                                db::classify_db_error(std::current_exception()).describe() +
+                                "; check database.url / OUTBOX_DATABASE_URL");
+    }
+    if (!excess) return;
+    const std::string problem = "database.url connects as " + excess->describe() +
+                                ", so plugins, ctx.db() and the admin API could change the schema and rewrite the "
+                                "audit; connect as a runtime role granted by `outboxd migrate --runtime-role` "
+                                "(docs/security.md, \"Database roles\")";
+    if (required) throw StartError(2, "config error: database.require_least_privilege is true and " + problem);
+    log::warn(problem + "; database.require_least_privilege: true refuses to start like this");
 }
 
 // How often the STATUS= line is refreshed.
@@ -174,6 +197,12 @@ bool Host::start(std::stop_token stop) {
                                         options_.migrate_first ? std::optional(migration_url(config_)) : std::nullopt);
         if (!conn) return false;
         schema_accepted_ = check_schema(*conn, options_.migrate_first, config_.database.startup_timeout);
+        // The processing connection is database.url, whatever --migrate connected to.
+        if (options_.migrate_first && !config_.database.session_url.empty()) {
+            conn = connect_at_start_up(config_, stop, std::nullopt);
+            if (!conn) return false;
+        }
+        check_least_privilege(*conn, config_.database.require_least_privilege);
     }
     if (stop.stop_requested()) return false;
 

@@ -9,6 +9,7 @@
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
 #include "operations/handler_pause.hpp"
+#include "log/log.hpp"
 #include "registry/event_types.hpp"
 
 namespace outbox::app {
@@ -58,7 +59,22 @@ int handlers_command(const config::Config& config, bool pause, const std::string
     }
 }
 
-int event_types_apply_command(const config::Config& config, const std::string& file) {
+std::optional<bool> requested_require_registered_types(const config::Config& config, std::optional<bool> flag) {
+    if (flag) return flag;
+    // The configuration may only tighten: a default or forgotten `false` never switches off
+    // a check other publishers rely on.
+    if (config.outbox.require_registered_types) return true;
+    return std::nullopt;
+}
+
+void report_setting(const registry::SettingChange& change) {
+    if (change.before == change.after) return;
+    std::cout << "outbox.require_registered_types is now " << (change.after ? "true" : "false") << " (was "
+              << (change.before ? "true" : "false") << "; recorded in audit_event)\n";
+}
+
+int event_types_apply_command(const config::Config& config, const std::string& file,
+                              std::optional<bool> require_registered_types) {
     std::vector<registry::EventTypeDefinition> definitions;
     try {
         definitions = registry::read_registry_file(file);
@@ -69,7 +85,8 @@ int event_types_apply_command(const config::Config& config, const std::string& f
     try {
         auto conn = db::open_connection(config.database.url);
         const auto result =
-            registry::apply_registry(*conn, definitions, config.outbox.require_registered_types, cli_actor());
+            registry::apply_registry(*conn, definitions,
+                                     requested_require_registered_types(config, require_registered_types), cli_actor());
         for (const auto& type : result.types) {
             switch (type.change) {
                 case registry::AppliedType::Change::Added:
@@ -87,10 +104,7 @@ int event_types_apply_command(const config::Config& config, const std::string& f
         for (const auto& name : result.not_in_file) {
             std::cout << "kept      " << name << " (registered, not in this file)\n";
         }
-        if (result.require_registered_types_before != result.require_registered_types) {
-            std::cout << "outbox.require_registered_types is now "
-                      << (result.require_registered_types ? "true" : "false") << "\n";
-        }
+        report_setting(result.require_registered_types);
         return 0;
     } catch (const std::exception&) {
         return database_failure("event-types apply");
@@ -108,10 +122,11 @@ int event_types_list_command(const config::Config& config, const std::string& fo
         std::cout << "require_registered_types: " << (reg.require_registered_types ? "true" : "false") << "\n";
         if (reg.types.empty()) std::cout << "no event type is registered\n";
         for (const auto& type : reg.types) {
-            std::cout << "\n" << type.event_type << " (version " << type.version << ", " << type.updated_at << " by "
-                      << type.updated_by << ")\n";
+            std::cout << "\n" << log::escape_control(type.event_type) << " (version " << type.version << ", "
+                      << log::escape_control(type.updated_at) << " by " << log::escape_control(type.updated_by) << ")\n";
             for (const auto& [field, spec] : type.fields.items()) {
-                std::cout << "  " << std::left << std::setw(24) << field << spec.value("type", "?");
+                std::cout << "  " << std::left << std::setw(24) << log::escape_control(field)
+                          << log::escape_control(spec.value("type", "?"));
                 if (spec.contains("max_length")) std::cout << ", max_length " << spec["max_length"].get<long long>();
                 if (spec.value("identifier", false)) std::cout << ", identifier";
                 std::cout << "\n";

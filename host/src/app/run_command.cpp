@@ -119,7 +119,8 @@ int run_command(const config::Config& config, bool migrate_first, const AdminFac
     return 0;
 }
 
-int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline) {
+int migrate_command(const config::Config& config, const db::RoleNames& roles, bool offline,
+                    std::optional<bool> require_registered_types) {
     try {
         std::stop_source never;
         auto conn = connect_at_start_up(config, never.get_token(), migration_url(config));
@@ -131,10 +132,8 @@ int migrate_command(const config::Config& config, const db::RoleNames& roles, bo
         if (!roles.runtime.empty()) std::cout << "granted the runtime role " << roles.runtime << "\n";
         if (!roles.publisher.empty()) std::cout << "granted the publisher role " << roles.publisher << "\n";
         // outbox_publish() runs in applications, which do not read this configuration.
-        const bool require = config.outbox.require_registered_types;
-        if (registry::store_require_registered_types(*conn, require) != require) {
-            std::cout << "outbox.require_registered_types is now " << (require ? "true" : "false") << "\n";
-        }
+        report_setting(registry::set_require_registered_types(
+            *conn, requested_require_registered_types(config, require_registered_types), cli_actor()));
         return 0;
     } catch (const db::MigrationRefused& e) {
         std::cerr << "outboxd migrate: " << e.what() << "\n";

@@ -7,11 +7,19 @@
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
 #include "fleet/fleet_registry.hpp"
+#include "log/log.hpp"
 #include "operations/backlog_query.hpp"
 #include "routing/paused_handlers.hpp"
 
 namespace outbox::app {
 namespace {
+
+constexpr const char* kRequireRegisteredSql =
+    "SELECT coalesce((SELECT value = 'true'::jsonb FROM outbox_setting WHERE name = 'require_registered_types'), false)";
+
+// Every string read from the database goes to the terminal through this: a host id, a
+// handler file or an actor with an escape sequence or a newline must not rewrite the screen.
+std::string safe(std::string_view text) { return log::escape_control(text); }
 
 void print_fleet(const fleet::FleetView& view) {
     std::cout << "\nFLEET\n";
@@ -22,38 +30,38 @@ void print_fleet(const fleet::FleetView& view) {
     for (const auto& host : view.hosts) {
         std::string handlers;
         for (const auto& h : host.handlers) {
-            handlers += (handlers.empty() ? "" : "; ") + h.handler + " (" + h.file + ", " + h.abi +
-                        (h.sha256.empty() ? "" : ", " + h.sha256.substr(0, 12)) + ")";
+            handlers += (handlers.empty() ? "" : "; ") + safe(h.handler) + " (" + safe(h.file) + ", " + safe(h.abi) +
+                        (h.sha256.empty() ? "" : ", " + safe(h.sha256.substr(0, 12))) + ")";
         }
         if (!host.enabled) handlers = "[processing disabled] " + handlers;
         if (host.abandoned_threads > 0) {
             handlers = "[" + std::to_string(host.abandoned_threads) + " abandoned handler thread(s)] " + handlers;
         }
-        std::cout << std::setw(28) << host.host_id << std::setw(9)
-                  << (host.live ? "live" : host.stopped ? "stopped" : "gone") << std::setw(22) << host.last_heartbeat_at
+        std::cout << std::setw(28) << safe(host.host_id) << std::setw(9)
+                  << (host.live ? "live" : host.stopped ? "stopped" : "gone") << std::setw(22) << safe(host.last_heartbeat_at)
                   << std::setw(22)
-                  << host.version + " (" + (host.schema_needed > 0 ? std::to_string(host.schema_needed) : "?") + ")"
+                  << safe(host.version) + " (" + (host.schema_needed > 0 ? std::to_string(host.schema_needed) : "?") + ")"
                   << (handlers.empty() ? "-" : handlers) << "\n";
     }
     std::cout << "\nHANDLER MISMATCHES BETWEEN LIVE HOSTS\n";
     if (view.mismatches.empty()) std::cout << "none\n";
     for (const auto& mismatch : view.mismatches) {
-        std::cout << mismatch.event_type << ":\n";
+        std::cout << safe(mismatch.event_type) << ":\n";
         for (const auto& [names, hosts] : mismatch.handler_sets) {
             std::string handler_list, host_list;
-            for (const auto& n : names) handler_list += (handler_list.empty() ? "" : ",") + n;
-            for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
+            for (const auto& n : names) handler_list += (handler_list.empty() ? "" : ",") + safe(n);
+            for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + safe(h);
             std::cout << "  handlers {" << handler_list << "} on " << host_list << "\n";
         }
     }
     std::cout << "\nPLUGIN BUILDS THAT DIFFER BETWEEN LIVE HOSTS\n";
     if (view.build_mismatches.empty()) std::cout << "none\n";
     for (const auto& mismatch : view.build_mismatches) {
-        std::cout << mismatch.handler << ":\n";
+        std::cout << safe(mismatch.handler) << ":\n";
         for (const auto& [sha256, hosts] : mismatch.builds) {
             std::string host_list;
-            for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
-            std::cout << "  sha256 " << sha256.substr(0, 12) << " on " << host_list << "\n";
+            for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + safe(h);
+            std::cout << "  sha256 " << safe(sha256.substr(0, 12)) << " on " << host_list << "\n";
         }
     }
 }
@@ -67,26 +75,33 @@ int status_command(const config::Config& config) {
         std::cout << "EVENTS BY STATUS AND TYPE\n";
         std::cout << std::left << std::setw(18) << "STATUS" << std::setw(32) << "EVENT TYPE" << "COUNT\n";
         for (const auto& row : report.counts) {
-            std::cout << std::setw(18) << row.status << std::setw(32) << row.event_type << row.count << "\n";
+            std::cout << std::setw(18) << safe(row.status) << std::setw(32) << safe(row.event_type) << row.count << "\n";
         }
         std::cout << "\noldest undelivered event: " << report.oldest_seconds << "s old\n";
         std::cout << "blocked behind an earlier event of their aggregate: " << report.blocked << " event(s)\n";
         std::cout << "\nUNHANDLED EVENT TYPES (pending for over a minute, never claimed)\n";
         if (report.unhandled.empty()) std::cout << "none\n";
         for (const auto& row : report.unhandled) {
-            std::cout << std::setw(32) << row.event_type << row.count << " event(s), oldest " << row.oldest_seconds
+            std::cout << std::setw(32) << safe(row.event_type) << row.count << " event(s), oldest " << row.oldest_seconds
                       << "s\n";
         }
         std::cout << "\nREVIEW_REQUIRED BY TYPE AND CODE\n";
         if (report.review.empty()) std::cout << "none\n";
         for (const auto& row : report.review) {
-            std::cout << std::setw(32) << row.event_type << std::setw(24) << row.code << row.count << "\n";
+            std::cout << std::setw(32) << safe(row.event_type) << std::setw(24) << safe(row.code) << row.count << "\n";
+        }
+        {
+            pqxx::read_transaction tx(*conn);
+            std::cout << "\nrequire_registered_types: " << (tx.exec(kRequireRegisteredSql)[0][0].as<bool>() ? "true" : "false")
+                      << " (outbox_publish() refuses unregistered event types when true; change it with "
+                         "`outboxd migrate --require-registered-types=true|false`)\n";
         }
         const auto paused = routing::read_paused_handlers(*conn);
         std::cout << "\nPAUSED HANDLERS (fleet-wide; their events wait)\n";
         if (paused.empty()) std::cout << "none\n";
         for (const auto& p : paused) {
-            std::cout << std::setw(32) << p.handler << "paused since " << p.paused_at << " by " << p.paused_by << "\n";
+            std::cout << std::setw(32) << safe(p.handler) << "paused since " << safe(p.paused_at) << " by " << safe(p.paused_by)
+                      << "\n";
         }
         print_fleet(fleet::read_fleet(*conn));
         return 0;

@@ -127,6 +127,13 @@ std::vector<std::string> to_roles(const Value& v) {
             return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
         });
         if (!valid) fail(v, "expected a list of role names (letters, digits, _ and -), e.g. [PLATFORM_ADMIN]");
+        // Every tenant's tokens carry these: listing one would give each company's admins
+        // fleet-wide pause and resume.
+        if (role == "ADMIN" || role == "HR" || role == "VIEWER") {
+            fail(v, "'" + std::string(role) +
+                        "' is a company role (ADMIN, HR, VIEWER); a platform role must be one no tenant's token "
+                        "carries, e.g. PLATFORM_ADMIN");
+        }
         roles.emplace_back(role);
         if (comma == std::string_view::npos) break;
         text.remove_prefix(comma + 1);
@@ -222,6 +229,10 @@ const std::array kSettings{
             [](Config& c, const Value& v) { c.database.pool_mode = to_choice(v, {"session", "transaction"}); }, "session",
             "`transaction`: `database.url` is a pooler in transaction mode (PgBouncer `pool_mode = transaction`); "
             "no connection on it keeps session state (no prepared statements, `SET`, session locks, `LISTEN`)"},
+    Setting{"database.require_least_privilege", "OUTBOX_DATABASE_REQUIRE_LEAST_PRIVILEGE",
+            [](Config& c, const Value& v) { c.database.require_least_privilege = to_bool(v); }, "false",
+            "`true`: `outboxd run` refuses to start (exit 2) when `database.url`'s role is a superuser, owns the "
+            "outbox tables or is a member of their owner; `false`: it starts with one warning line"},
     Setting{"outbox.enabled", "OUTBOX_ENABLED", [](Config& c, const Value& v) { c.outbox.enabled = to_bool(v); },
             "true", "false: this host claims nothing; publishing is unaffected"},
     Setting{"outbox.poll_interval", "OUTBOX_POLL_INTERVAL",
@@ -266,8 +277,9 @@ const std::array kSettings{
             "`COMPLETED` events older than this are deleted"},
     Setting{"outbox.require_registered_types", "OUTBOX_REQUIRE_REGISTERED_TYPES",
             [](Config& c, const Value& v) { c.outbox.require_registered_types = to_bool(v); }, "false",
-            "`outbox_publish()` refuses event types not in the registry; stored in the database by `outboxd migrate` "
-            "and `outboxd event-types apply`"},
+            "`true`: `outboxd migrate` and `outboxd event-types apply` switch on the database-wide check that makes "
+            "`outbox_publish()` refuse event types not in the registry; `false` leaves the stored value as it is "
+            "(only `--require-registered-types=false` switches it off)"},
     Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; },
             "(`<hostname>:<pid>`)", "this host's name, shown as `lease_owner`", "text"},
     Setting{"plugins.dir", "OUTBOX_PLUGIN_DIR", [](Config& c, const Value& v) { c.plugins.dir = v.raw.text; },

@@ -54,6 +54,9 @@ struct Config {
         /// session mode). "transaction": `url` is a pooler in transaction mode, so no
         /// connection on it carries session state.
         std::string pool_mode = "session";
+        /// Refuse to start when database.url's role is a superuser, owns the outbox tables
+        /// or is a member of their owner (otherwise one warning line).
+        bool require_least_privilege = false;
         bool operator==(const Database&) const = default;
     } database;
     struct Outbox {

@@ -2,6 +2,7 @@
 
 #include "db/db_error.hpp"
 #include "db/pg_array.hpp"
+#include "db/role_rights.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -409,6 +410,11 @@ void check_role(pqxx::transaction_base& tx, const std::string& role, const std::
         throw RoleError("role '" + role + "' (" + option +
                         ") is the role running migrate, which owns the schema; name a separate role");
     }
+    if (const auto excess = excess_rights(tx, role, true)) {
+        throw RoleError(excess->describe() + " (" + option +
+                        "), so it could change the schema and rewrite the audit; name a role that is neither a "
+                        "superuser nor a member of the owner");
+    }
 }
 
 void check_roles_exist(pqxx::transaction_base& tx, const RoleNames& roles) {
@@ -442,6 +448,8 @@ constexpr TableGrant kRuntimeTables[] = {
     {"outbox_handler_pause", "SELECT, INSERT, DELETE"},    // pause and resume
     {"outbox_event_type", "SELECT"},  // applied by `outboxd event-types apply` as the migrating role
     {"outbox_setting", "SELECT"},     // written by migrate and event-types apply
+    {"outbox_discard", "SELECT, INSERT"},  // append-only discards
+    {"outbox_aggregate", "SELECT"},        // positions are taken inside outbox_publish, as the owner
 };
 constexpr const char* kDefaultRuntimePrivileges = "SELECT, INSERT, UPDATE, DELETE";
 

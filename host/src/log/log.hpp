@@ -22,11 +22,13 @@ struct Fields {
     std::string_view file{};  // a plugin file
 };
 
-/// `text` with CR, LF, TAB and every other control character written as \r, \n, \t or
-/// \xNN, so it stays on one line.
+/// `text` with CR, LF, TAB and every other ASCII control character written as \r, \n, \t
+/// or \xNN, C1 controls, U+2028/U+2029 and bidirectional controls as \uNNNN, and bytes
+/// that are not UTF-8 as \xNN, so it stays on one line and shows what it holds.
 std::string escape_control(std::string_view text);
 
-/// Logs `message` with `fields` in the configured format. In text format the whole line is
+/// Logs `message` with `fields` in the configured format. In text format a field's value is
+/// quoted ("...", with \" and \\) when it holds a space, '=' or '"', and the whole line is
 /// passed through escape_control (JSON escapes them itself).
 void write(spdlog::level::level_enum level, std::string_view message, const Fields& fields = {});
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -39,13 +40,40 @@ using Factory = sdk::detail::HandlerFactory;
 constexpr std::size_t kMaxShownChars = 100;
 constexpr std::size_t kMaxDlerrorChars = 300;
 
+/// glibc finds an already loaded library by the name it was opened with, so
+/// /proc/self/fd/N must not name another file while a library opened under that name is
+/// still mapped: the private copy's descriptor is closed only once its library is gone
+/// (one that stays mapped, e.g. RTLD_NODELETE, keeps its descriptor).
+void release_copy_fd(int fd) noexcept {
+    if (fd < 0) return;
+    char name[32];
+    std::snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+    if (void* still = ::dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
+        ::dlclose(still);
+        return;
+    }
+    ::close(fd);
+}
+
+/// The private copy's descriptor, which dlopen reads as /proc/self/fd/N.
+struct CopyFd {
+    int fd = -1;
+    CopyFd() = default;
+    ~CopyFd() { release_copy_fd(fd); }
+    CopyFd(const CopyFd&) = delete;
+    CopyFd& operator=(const CopyFd&) = delete;
+};
+
 /// Owns the library inside the handler's shared_ptr: the object is destroyed while its
-/// code is still mapped, and only then is the library released.
+/// code is still mapped, and only then is the library released (and then its copy's
+/// descriptor).
 struct DeleteThenUnload {
     boost::dll::shared_library library;
+    int copy_fd = -1;
     void operator()(sdk::Handler* handler) noexcept {
         delete handler;
         library.unload();
+        release_copy_fd(copy_fd);
     }
 };
 
@@ -60,13 +88,13 @@ struct Fd {
     Fd& operator=(const Fd&) = delete;
 };
 
-/// Unlinks the private copy on scope exit; an open mapping survives the unlink.
+/// Unlinks the private copy on scope exit, through the directory it was created in; an
+/// open mapping survives the unlink.
 struct RemoveOnExit {
-    fs::path path;
+    int dir = -1;
+    std::string name;
     ~RemoveOnExit() {
-        if (path.empty()) return;
-        std::error_code ignored;
-        fs::remove(path, ignored);
+        if (dir >= 0 && !name.empty()) ::unlinkat(dir, name.c_str(), 0);
     }
 };
 
@@ -88,24 +116,49 @@ std::string current_exception_type() {
 
 std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
 
+/// Opens the private copy directory without following a symbolic link and checks, on the
+/// open descriptor, that it is this user's and that no one else may write in it. A /tmp
+/// cleaner can remove it and another local user re-create it under the same name: such a
+/// directory is refused, never written to. One that is simply gone is made again (0700).
+std::optional<std::string> open_private_dir(const fs::path& dir, Fd& out) {
+    out.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (out.fd < 0 && errno == ENOENT) {
+        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+            return "cannot create the private copy directory " + dir.string() + ": " + errno_text(errno);
+        }
+        out.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (out.fd < 0) return "cannot open the private copy directory " + dir.string() + ": " + errno_text(errno);
+    struct stat info {};
+    if (::fstat(out.fd, &info) != 0) return "cannot stat the private copy directory: " + errno_text(errno);
+    if (info.st_uid != ::geteuid() || (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+        return "the private copy directory " + dir.string() + " is not this user's alone (owner uid " +
+               std::to_string(info.st_uid) + ", mode " + mode + "); refusing to load through it";
+    }
+    return std::nullopt;
+}
+
 /// Copies the open file `in` (read from offset 0, so the caller's descriptor is the only
-/// source) into a new file in `dir` named "<n>-<filename>", taking the next n when a name
-/// is taken (another loader may share the directory). Refuses anything but a regular file,
-/// so a FIFO or device cannot block or confuse the copy. Sets `to` once the copy exists.
-std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, const fs::path& dir,
-                                               unsigned long long& counter, fs::path& to, std::string& sha256) {
+/// source) into a new file in the directory `dir` (a verified descriptor) named
+/// "<n>-<filename>", taking the next n when a name is taken (another loader may share the
+/// directory). Refuses anything but a regular file, so a FIFO or device cannot block or
+/// confuse the copy. Leaves `out` open on the copy (read-write) and sets `name` once the
+/// copy exists.
+std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, int dir, unsigned long long& counter,
+                                               CopyFd& out, std::string& name, std::string& sha256) {
     struct stat info {};
     if (::fstat(in, &info) != 0) return "cannot stat it: " + errno_text(errno);
     if (!S_ISREG(info.st_mode)) return std::string("not a regular file");
 
-    Fd out(-1);
     for (int tries = 0; out.fd < 0; ++tries) {
-        const fs::path candidate = dir / (std::to_string(++counter) + "-" + from.filename().string());
-        out.fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        const std::string candidate = std::to_string(++counter) + "-" + from.filename().string();
+        out.fd = ::openat(dir, candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out.fd >= 0) {
-            to = candidate;
+            name = candidate;
         } else if (errno != EEXIST || tries >= 1000) {
-            return "cannot create a private copy in " + dir.string() + ": " + errno_text(errno);
+            return "cannot create a private copy: " + errno_text(errno);
         }
     }
     // The digest is of exactly the bytes copied, so it names the code that is loaded.
@@ -126,9 +179,7 @@ std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, con
             done += put;
         }
     }
-    const int closed = ::close(out.fd);
-    out.fd = -1;
-    if (closed != 0) return "cannot write the private copy: " + errno_text(errno);
+    if (::fsync(out.fd) != 0) return "cannot write the private copy: " + errno_text(errno);
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_length = 0;
     if (EVP_DigestFinal_ex(digest.get(), md, &md_length) != 1) return std::string("cannot finish its SHA-256");
@@ -144,9 +195,7 @@ std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, con
 /// dlopen maps segments without checking them against the file size, and touching a page
 /// past the end of a truncated file is SIGBUS. Checks that every loadable segment lies
 /// inside the file before dlopen sees it.
-std::optional<std::string> check_elf_extent(const fs::path& copy) {
-    Fd fd(::open(copy.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.fd < 0) return "cannot reopen the private copy: " + errno_text(errno);
+std::optional<std::string> check_elf_extent(const CopyFd& fd) {
     struct stat info {};
     if (::fstat(fd.fd, &info) != 0) return "cannot stat the private copy: " + errno_text(errno);
     const auto size = static_cast<std::uint64_t>(info.st_size);
@@ -187,11 +236,11 @@ std::optional<std::string> check_elf_extent(const fs::path& copy) {
 
 /// dlerror() names missing symbols and libraries, which is the useful part; it also names
 /// the private copy, which the operator never sees, so that prefix is dropped.
-std::string load_error_text(const fs::path& copy) {
+std::string load_error_text(const std::string& loaded_as) {
     const char* raw = ::dlerror();
     if (raw == nullptr) return "dlopen failed";
     std::string text(raw);
-    const std::string prefix = copy.string() + ": ";
+    const std::string prefix = loaded_as + ": ";
     if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
     if (text.size() > kMaxDlerrorChars) text = text.substr(0, kMaxDlerrorChars) + "...";
     return text;
@@ -296,23 +345,27 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
     std::error_code ec;
     const fs::path private_dir = fs::absolute(private_dir_, ec);
     if (ec) return reject(file, "cannot resolve the private copy directory: " + ec.message());
-    fs::create_directories(private_dir, ec);
-    if (ec) {
-        return reject(file, "cannot create the private copy directory " + private_dir.string() + ": " + ec.message());
-    }
+    Fd dir(-1);
+    if (auto bad = open_private_dir(private_dir, dir)) return reject(file, *bad);
 
     // Load a private copy: a file replaced or rewritten in place in the plugin directory
-    // then cannot change code that is already mapped.
-    RemoveOnExit copy;
+    // then cannot change code that is already mapped. It is created, checked and loaded
+    // through descriptors only (dlopen reads /proc/self/fd/N), so no name another user
+    // could swap is ever looked up.
+    RemoveOnExit copy{dir.fd, {}};
+    CopyFd copy_fd;
     std::string sha256;
-    if (auto bad = copy_to_private_dir(fd, file, private_dir, copies_, copy.path, sha256)) return reject(file, *bad);
+    if (auto bad = copy_to_private_dir(fd, file, dir.fd, copies_, copy_fd, copy.name, sha256)) {
+        return reject(file, *bad);
+    }
 
     // Declared before every plugin object so it is destroyed after them.
     boost::dll::shared_library library;
-    if (auto bad = check_elf_extent(copy.path)) return reject(file, "not a loadable shared library: " + *bad);
-    library.load(copy.path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+    if (auto bad = check_elf_extent(copy_fd)) return reject(file, "not a loadable shared library: " + *bad);
+    const std::string loaded_as = "/proc/self/fd/" + std::to_string(copy_fd.fd);
+    library.load(fs::path(loaded_as), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
     if (ec || !library.is_loaded()) {
-        return reject(file, "not a loadable shared library: " + load_error_text(copy.path));
+        return reject(file, "not a loadable shared library: " + load_error_text(loaded_as));
     }
 
     // Plain C data first; no C++ symbol is touched until the ABI is known to match.
@@ -418,7 +471,8 @@ LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int f
 
     sdk::Handler* raw = handler.release();
     return LoadedPlugin{file, std::move(name), std::move(unique_types), abi,
-                        std::shared_ptr<sdk::Handler>(raw, DeleteThenUnload{std::move(library)}), std::move(sha256)};
+                        std::shared_ptr<sdk::Handler>(raw, DeleteThenUnload{std::move(library), std::exchange(copy_fd.fd, -1)}),
+                        std::move(sha256)};
 } catch (...) {
     // Only host-side failures (allocation, filesystem) get here; plugin calls catch their own.
     return reject(file, "unexpected error while loading (" + current_exception_type() + ")");

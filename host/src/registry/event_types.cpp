@@ -91,20 +91,38 @@ WHERE t.fields IS DISTINCT FROM EXCLUDED.fields
 RETURNING version
 )SQL";
 
+constexpr const char* kReadSettingSql =
+    "SELECT coalesce((SELECT value = 'true'::jsonb FROM outbox_setting WHERE name = 'require_registered_types'), false)";
+
 constexpr const char* kSettingSql = R"SQL(
-WITH old AS (SELECT value FROM outbox_setting WHERE name = 'require_registered_types')
 INSERT INTO outbox_setting (name, value) VALUES ('require_registered_types', to_jsonb($1::boolean))
 ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
-    WHERE outbox_setting.value IS DISTINCT FROM EXCLUDED.value
-RETURNING (SELECT coalesce((SELECT value = 'true'::jsonb FROM old), false))
 )SQL";
 
-bool store_setting(pqxx::work& tx, bool value) {
-    const pqxx::result r = tx.exec_params(kSettingSql, value);
-    return r.empty() ? value : r[0][0].as<bool>();  // no row: unchanged
+}  // namespace
+
+SettingChange set_require_registered_types(pqxx::work& tx, std::optional<bool> value, const std::string& actor) {
+    // Serialises concurrent changes so each audit row's old value is the one it replaced.
+    tx.exec("LOCK TABLE outbox_setting IN SHARE ROW EXCLUSIVE MODE");
+    SettingChange change;
+    change.before = tx.exec(kReadSettingSql)[0][0].as<bool>();
+    change.after = value.value_or(change.before);
+    if (change.after == change.before) return change;
+    tx.exec_params0(kSettingSql, change.after);
+    const nlohmann::json detail{{"setting", "require_registered_types"}, {"old", change.before}, {"new", change.after}};
+    tx.exec_params0(
+        "INSERT INTO audit_event (actor, action, target_id, detail) "
+        "VALUES ($1, 'outbox.setting_changed', 'require_registered_types', $2::jsonb)",
+        actor, detail.dump());
+    return change;
 }
 
-}  // namespace
+SettingChange set_require_registered_types(pqxx::connection& conn, std::optional<bool> value, const std::string& actor) {
+    pqxx::work tx(conn);
+    const SettingChange change = set_require_registered_types(tx, value, actor);
+    tx.commit();
+    return change;
+}
 
 RegistryFileError::RegistryFileError(const std::string& message) : std::runtime_error(one_line(message)) {}
 
@@ -158,15 +176,8 @@ std::vector<EventTypeDefinition> read_registry_file(const std::string& path) {
     return parse_registry(text.str(), path);
 }
 
-bool store_require_registered_types(pqxx::connection& conn, bool value) {
-    pqxx::work tx(conn);
-    const bool before = store_setting(tx, value);
-    tx.commit();
-    return before;
-}
-
 ApplyResult apply_registry(pqxx::connection& conn, const std::vector<EventTypeDefinition>& definitions,
-                           bool require_registered_types, const std::string& actor) {
+                           std::optional<bool> require_registered_types, const std::string& actor) {
     pqxx::work tx(conn);
     tx.exec("SET LOCAL lock_timeout = '10s'");
     // Concurrent applies run one after the other; publishers (plain reads) are not blocked.
@@ -202,8 +213,7 @@ ApplyResult apply_registry(pqxx::connection& conn, const std::vector<EventTypeDe
     for (const auto& [name, fields] : before) {
         if (!named.contains(name)) result.not_in_file.push_back(name);
     }
-    result.require_registered_types_before = store_setting(tx, require_registered_types);
-    result.require_registered_types = require_registered_types;
+    result.require_registered_types = set_require_registered_types(tx, require_registered_types, actor);
     tx.commit();
     return result;
 }

@@ -1,12 +1,14 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <pqxx/connection>
+#include <pqxx/transaction>
 
 namespace outbox::registry {
 
@@ -40,23 +42,29 @@ struct AppliedType {
     std::string detail;  // for Changed: "+field, -field, ~field"
 };
 
+/// The database-wide require_registered_types setting before and after a command.
+struct SettingChange {
+    bool before = false;
+    bool after = false;
+};
+
+/// Sets require_registered_types (read by outbox_publish()) to `value`, or leaves it as it
+/// is when `value` is empty; a change writes an audit_event row (actor, old, new value).
+SettingChange set_require_registered_types(pqxx::work& tx, std::optional<bool> value, const std::string& actor);
+SettingChange set_require_registered_types(pqxx::connection& conn, std::optional<bool> value, const std::string& actor);
+
 struct ApplyResult {
     std::vector<AppliedType> types;
     std::vector<std::string> not_in_file;  // registered types the file does not name (kept)
-    bool require_registered_types_before = false;
-    bool require_registered_types = false;
+    SettingChange require_registered_types;
 };
 
 /// Applies `definitions` in one transaction: a new type is added at version 1, a type whose
 /// fields differ gets them and version + 1 (with an audit_event row), an identical one is
-/// left alone; types the file does not name are kept. Also stores
-/// `require_registered_types` (outbox.require_registered_types) for outbox_publish().
+/// left alone; types the file does not name are kept. In the same transaction, sets
+/// require_registered_types as set_require_registered_types() does.
 ApplyResult apply_registry(pqxx::connection& conn, const std::vector<EventTypeDefinition>& definitions,
-                           bool require_registered_types, const std::string& actor);
-
-/// Stores outbox.require_registered_types where outbox_publish() reads it; returns the
-/// value it replaced.
-bool store_require_registered_types(pqxx::connection& conn, bool value);
+                           std::optional<bool> require_registered_types, const std::string& actor);
 
 struct RegisteredType {
     std::string event_type;

@@ -27,7 +27,9 @@ struct PublishOptions {
     /// Optional ordering key (e.g. the aggregate's id), stored as aggregate_key.
     std::optional<std::string> aggregate_key{};
     /// When set, a second publish of the same (company_id, event_type, dedup_key) inserts
-    /// nothing and returns the first event's id.
+    /// nothing and returns the first event's id, or an empty string when the connection's
+    /// login may not read event_publication (the publisher role): it may name any company,
+    /// so it is never told an existing event's id.
     std::optional<std::string> dedup_key{};
 };
 
@@ -47,7 +49,8 @@ inline std::string publish(pqxx::dbtransaction& tx, std::string_view company_id,
         "SELECT outbox_publish($1, $2, $3::jsonb, $4, $5)::text", std::string(company_id), std::string(event_type), json,
         options.aggregate_key ? options.aggregate_key->c_str() : static_cast<const char*>(nullptr),
         options.dedup_key ? options.dedup_key->c_str() : static_cast<const char*>(nullptr));
-    return rows.at(0).at(0).as<std::string>();
+    const pqxx::field id = rows.at(0).at(0);
+    return id.is_null() ? std::string() : id.as<std::string>();
 }
 
 }  // namespace outbox::sdk

@@ -100,15 +100,16 @@ inline bool looks_like_email(std::string_view s) {
     return false;
 }
 
+/// Three or more dot-separated, non-empty base64url segments, the first starting with "eyJ",
+/// whatever follows them (a dot, a quote, a bracket, the end of the text).
 inline bool looks_like_jwt(std::string_view s) {
     for (std::size_t pos = s.find("eyJ"); pos != std::string_view::npos; pos = s.find("eyJ", pos + 1)) {
-        std::size_t i = pos;
-        int dots = 0;
+        int segments = 0;
         std::size_t segment = 0;
-        for (; i < s.size(); ++i) {
+        for (std::size_t i = pos; i < s.size(); ++i) {
             if (s[i] == '.') {
                 if (segment == 0) break;
-                ++dots;
+                ++segments;
                 segment = 0;
             } else if (is_b64url(s[i])) {
                 ++segment;
@@ -116,9 +117,58 @@ inline bool looks_like_jwt(std::string_view s) {
                 break;
             }
         }
-        if (dots >= 2 && segment > 0) return true;
+        if (segment > 0) ++segments;
+        if (segments >= 3) return true;
     }
     return false;
+}
+
+/// The zero of every run of ten Unicode decimal digits (category Nd, Unicode 15) outside ASCII.
+inline constexpr char32_t kDigitZeros[] = {
+    0x660,   0x6F0,   0x7C0,   0x966,   0x9E6,   0xA66,   0xAE6,   0xB66,   0xBE6,   0xC66,   0xCE6,   0xD66,
+    0xDE6,   0xE50,   0xED0,   0xF20,   0x1040,  0x1090,  0x17E0,  0x1810,  0x1946,  0x19D0,  0x1A80,  0x1A90,
+    0x1B50,  0x1BB0,  0x1C40,  0x1C50,  0xA620,  0xA8D0,  0xA900,  0xA9D0,  0xA9F0,  0xAA50,  0xABF0,  0xFF10,
+    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650, 0x116C0, 0x11730,
+    0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x11F50, 0x16A60, 0x16AC0, 0x16B50, 0x1D7CE, 0x1D7D8, 0x1D7E2,
+    0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E4F0, 0x1E950, 0x1FBF0,
+};
+
+/// The text the free-text rules read: every Unicode decimal digit becomes its ASCII digit
+/// and the fullwidth and small commercial at (U+FF20, U+FE6B) become '@', so look-alikes
+/// cannot slip past the e-mail, phone and digit-run rules. Bytes that are not UTF-8 are
+/// kept. outbox_fold_free_text() in SQL folds the same characters.
+inline std::string fold_look_alikes(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        const auto lead = static_cast<unsigned char>(s[i]);
+        const std::size_t length = lead >= 0xC2 && lead <= 0xDF   ? 2
+                                   : lead >= 0xE0 && lead <= 0xEF ? 3
+                                   : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                                  : 1;
+        char32_t cp = lead & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07);
+        bool decoded = length > 1 && i + length <= s.size();
+        for (std::size_t k = 1; decoded && k < length; ++k) {
+            const auto next = static_cast<unsigned char>(s[i + k]);
+            decoded = (next & 0xC0) == 0x80;
+            cp = (cp << 6) | (next & 0x3F);
+        }
+        if (!decoded) {
+            out += s[i++];
+            continue;
+        }
+        char folded = (cp == 0xFF20 || cp == 0xFE6B) ? '@' : '\0';
+        for (const char32_t zero : kDigitZeros) {
+            if (cp >= zero && cp <= zero + 9) folded = static_cast<char>('0' + (cp - zero));
+        }
+        if (folded != '\0') {
+            out += folded;
+        } else {
+            out.append(s.substr(i, length));
+        }
+        i += length;
+    }
+    return out;
 }
 
 /// Longest run of digits, counting only digits but letting phone separators
@@ -156,8 +206,11 @@ inline bool looks_like_phone(std::string_view s) {
 /// The rule free text that operators read (an aggregate_key) breaks, or nullptr. The same
 /// detectors as the payload rules: e-mail, JWT, phone-shaped, and a run of 13+ digits inside
 /// other text; a value of digits only is a numeric id (as Integer fields are) and passes.
+/// The rules read the text with look-alikes folded (fold_look_alikes()).
 /// outbox_check_free_text() in SQL implements the same rules in the same order.
-inline const char* free_text_rule(std::string_view s) {
+inline const char* free_text_rule(std::string_view text) {
+    const std::string folded = fold_look_alikes(text);
+    const std::string_view s = folded;
     if (looks_like_email(s)) return "value is shaped like an e-mail address";
     if (looks_like_jwt(s)) return "value is shaped like a JWT";
     if (looks_like_phone(s)) return "value is shaped like a phone number";
@@ -251,8 +304,11 @@ inline const char* kind_name(FieldKind kind) {
 /// e-mail address, a JWT, a phone number or a run of 9+ digits, separators allowed), or
 /// nullptr. SafePayload's String fields and the host's operator free text (a manual
 /// retry's reason) share these detectors. (Identifier-like text such as an aggregate_key
-/// follows detail::free_text_rule.) The rule names the shape, never the value.
-inline const char* string_field_rule(std::string_view text) {
+/// follows detail::free_text_rule.) Look-alike digits and '@' are folded first
+/// (detail::fold_look_alikes). The rule names the shape, never the value.
+inline const char* string_field_rule(std::string_view raw) {
+    const std::string folded = detail::fold_look_alikes(raw);
+    const std::string_view text = folded;
     if (detail::looks_like_email(text)) return "value is shaped like an e-mail address";
     if (detail::looks_like_jwt(text)) return "value is shaped like a JWT";
     if (detail::longest_digit_run(text, true) >= 9) return "value is shaped like a phone number or long digit run";
