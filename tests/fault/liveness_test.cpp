@@ -100,7 +100,7 @@ TEST(Liveness, SigtermDuringEachPhaseOfStartUpStopsTheHostWithoutClaiming) {
         const std::string library = std::filesystem::path(OUTBOX_FIXTURE_SLOW_CTOR).filename().string();
         ASSERT_TRUE(wait_until([&] {
             return read_file("/proc/" + std::to_string(host->pid()) + "/maps").find(library) != std::string::npos &&
-                   count_lines(fleet.log("loading"), "plugin") == 0;
+                   count_lines(fleet.log("loading"), "plugin loaded") == 0;
         }, 10s)) << fleet.log("loading");
         host->signal(SIGTERM);
         EXPECT_EQ(host->wait(10s), std::optional<int>(0)) << fleet.log("loading");
