@@ -5,6 +5,7 @@
 # violated property fails the script and leaves the input in build-fuzz/artifacts/.
 #   scripts/fuzz.sh                  every target, FUZZ_SECONDS (default 30) each
 #   scripts/fuzz.sh config           one target
+#   scripts/fuzz.sh --build-only     builds every target and stops
 #   build-fuzz/fuzz/fuzz_config build-fuzz/artifacts/crash-...   replays a saved input
 # OUTBOX_FUZZ_BUILD_DIR overrides the build directory.
 set -euo pipefail
@@ -12,26 +13,24 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${OUTBOX_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-30}
+build_only=false
+if [[ "${1:-}" == --build-only ]]; then
+  build_only=true
+  shift
+fi
 targets=("$@")
 ((${#targets[@]})) || targets=(config payload)
 
+# Installs clang and its libFuzzer runtime too.
 "$root/scripts/install-deps.sh"
-# libFuzzer comes with clang's runtime libraries, which the C++ build does not need.
-missing=()
-for package in clang-14 libclang-rt-14-dev; do
-  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)" == installed ]] || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  as_root=()
-  ((EUID == 0)) || as_root=(sudo)
-  echo "fuzz.sh: installing ${missing[*]}" >&2
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-
+# shellcheck source=scripts/ccache.sh
+source "$root/scripts/ccache.sh"
 cmake -S "$root" -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DOUTBOX_BUILD_FUZZERS=ON -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_PLUGINS=OFF >/dev/null
+  -DOUTBOX_BUILD_FUZZERS=ON -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_PLUGINS=OFF "${launcher[@]}" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
+if $build_only; then
+  exit 0
+fi
 
 artifacts=$build_dir/artifacts
 mkdir -p "$artifacts"

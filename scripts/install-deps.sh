@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages outboxd needs to build and test (compiler, CMake, libpqxx,
 # Boost, spdlog, yaml-cpp, nlohmann_json, cpp-httplib, CLI11, libjwt, GoogleTest, Google
 # Benchmark, PostgreSQL 15, libsystemd; lintian, systemd-analyze and promtool for the
-# packaging and observability checks). Idempotent and silent when everything is already installed.
+# packaging and observability checks; clang for the fuzzers). Idempotent and silent when
+# everything is already installed.
 # Runs as root, or through sudo for another user.
 set -euo pipefail
 
@@ -23,6 +24,7 @@ packages=(
   lintian # the Debian packages are checked with it (scripts/package-test.sh)
   prometheus # promtool; python3 (above) runs the dashboard check (scripts/check-observability.sh)
   chromium chromium-driver python3-selenium # the console's browser test (tests/browser, label browser)
+  clang-14 libclang-rt-14-dev # libFuzzer, for the fuzz targets (scripts/fuzz.sh)
 )
 
 missing=()

@@ -22,7 +22,7 @@ done
 source "$root/scripts/ccache.sh"
 # Debian's way: -O2 with debug information, stripped into the packages (CPACK_STRIP_FILES).
 # The flags are scripts/test.sh's, so with ccache this build reuses the test build's objects.
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON \
+cmake -S "$root" -B "$build_dir" "${build_flags[@]}" -DOUTBOX_WERROR=ON \
   -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_BENCH=OFF -DOUTBOX_BUILD_FUZZERS=OFF -DOUTBOX_BUILD_PLUGINS=ON \
   -DOUTBOX_SYSTEM_PACKAGE=ON -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
   -DOUTBOX_PACKAGE_RELEASE="$release" "${launcher[@]}" >/dev/null

@@ -5,15 +5,20 @@
 #   scripts/sanitize.sh tsan   ThreadSanitizer (build-tsan/): the concurrency tests, i.e. the
 #                              worker runtime (claims, heartbeat, rescue, shutdown), the fleet
 #                              limiter and registry, the plugin directory watcher, and the
-#                              quarantine of poison events (real outboxd hosts crashing)
+#                              quarantine of poison events (real outboxd hosts crashing), in
+#                              one executable of their own (outbox_concurrency_tests)
 # Every process the tests start (outboxd hosts included) writes its sanitizer reports to
 # <build>/sanitizer-reports/; the stage fails when a test fails or any report was written.
 # Only the test targets are built, at -O1 with line tables, without the sample plugins, to
 # keep CI fast. OUTBOX_SANITIZE_BUILD_DIR overrides the build directory.
+#   scripts/sanitize.sh asan --build-only   builds and stops (scripts/test.sh builds both
+#                                           sanitizers while other stages run)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-}
+build_only=false
+[[ "${2:-}" == --build-only ]] && build_only=true
 case "$mode" in
   asan)
     sanitize=address,undefined
@@ -21,7 +26,7 @@ case "$mode" in
     ;;
   tsan)
     sanitize=thread
-    targets=(outbox_integration_tests outbox_e2e_tests)
+    targets=(outbox_concurrency_tests)
     ;;
   *)
     echo "usage: scripts/sanitize.sh asan|tsan" >&2
@@ -32,9 +37,14 @@ build_dir=${OUTBOX_SANITIZE_BUILD_DIR:-$root/build-$mode}
 reports=$build_dir/sanitizer-reports
 
 "$root/scripts/install-deps.sh"
+# shellcheck source=scripts/ccache.sh
+source "$root/scripts/ccache.sh"
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" \
-  -DOUTBOX_SANITIZE="$sanitize" -DOUTBOX_BUILD_TESTS=ON -DOUTBOX_BUILD_PLUGINS=OFF >/dev/null
+  -DOUTBOX_SANITIZE="$sanitize" -DOUTBOX_BUILD_TESTS=ON -DOUTBOX_BUILD_PLUGINS=OFF "${launcher[@]}" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}"
+if $build_only; then
+  exit 0
+fi
 
 rm -rf "$reports"
 mkdir -p "$reports"
@@ -63,22 +73,16 @@ if [[ "$mode" == asan ]]; then
   ctest --test-dir "$build_dir" --output-on-failure -L '^(unit|integration)$' || status=$?
 else
   # The tests that run hosts, workers, heartbeats, limiters, deadlines and watchers
-  # concurrently. Every suite named must still exist: a renamed suite fails the stage
-  # instead of silently dropping out of it.
-  concurrent=(Worker Deadline FleetLimiter FleetRegistry HotPlugins)
-  for suite in "${concurrent[@]}"; do
-    if ! "$build_dir/tests/outbox_integration_tests" --gtest_list_tests --gtest_filter="$suite.*" | grep -q '^  '; then
-      echo "sanitize.sh: no integration test in suite $suite; update the TSan list" >&2
+  # concurrently (tests/CMakeLists.txt, outbox_concurrency_tests). Every suite named must
+  # still exist: a renamed suite fails the stage instead of silently dropping out of it.
+  binary=$build_dir/tests/outbox_concurrency_tests
+  for suite in Worker Deadline FleetLimiter FleetRegistry HotPlugins Quarantine; do
+    if ! "$binary" --gtest_list_tests --gtest_filter="$suite.*" | grep -q '^  '; then
+      echo "sanitize.sh: no test in suite $suite; update the TSan list" >&2
       status=1
     fi
   done
-  filter=$(printf '%s.*:' "${concurrent[@]}")
-  "$build_dir/tests/outbox_integration_tests" --gtest_color=no --gtest_filter="${filter%:}" || status=$?
-  if ! "$build_dir/tests/outbox_e2e_tests" --gtest_list_tests --gtest_filter='Quarantine.*' | grep -q '^  '; then
-    echo "sanitize.sh: no e2e test in suite Quarantine; update the TSan list" >&2
-    status=1
-  fi
-  "$build_dir/tests/outbox_e2e_tests" --gtest_color=no --gtest_filter='Quarantine.*' || status=$?
+  "$binary" --gtest_color=no || status=$?
 fi
 
 if compgen -G "$reports/*" >/dev/null; then

@@ -29,8 +29,7 @@ build_dir=${OUTBOX_BUILD_DIR:-$root/build}
 # shellcheck source=scripts/ccache.sh
 source "$root/scripts/ccache.sh"
 build_started=$SECONDS
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=ON \
-  "${launcher[@]}"
+cmake -S "$root" -B "$build_dir" "${build_flags[@]}" -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=ON "${launcher[@]}"
 cmake --build "$build_dir" -j"$(nproc)"
 durations=("build: $((SECONDS - build_started)) s")
 
@@ -74,6 +73,27 @@ stage() {
   return 0
 }
 stage_count=0
+# The sanitizer and fuzzer builds (about 20 minutes of compiling on 2 cores) run beside the
+# stages up to the benchmark, which mostly wait on PostgreSQL, timeouts and child processes,
+# and the TSan build beside the ASan stage too. They compile at the lowest CPU priority, so the
+# tests' own processes come first. Each sanitizer or fuzz stage waits for its build's marker
+# (a failed build leaves none: the stage then builds again and fails the same way).
+prebuild_log=$stage_logs/sanitizer-and-fuzzer-builds.log
+prebuilt=$stage_logs/built
+prebuild_started=$SECONDS
+# timeout leads a process group of its own: the EXIT trap stops every compiler with it.
+timeout -k 30 3600 nice -n 19 bash -c '
+  "$1/scripts/sanitize.sh" asan --build-only && touch "$2.asan" &&
+  "$1/scripts/sanitize.sh" tsan --build-only && touch "$2.tsan" &&
+  "$1/scripts/fuzz.sh" --build-only && touch "$2.fuzz"' _ "$root" "$prebuilt" >"$prebuild_log" 2>&1 &
+prebuild_pid=$!
+trap '[[ -z "$prebuild_pid" ]] || kill -- -"$prebuild_pid" 2>/dev/null || true; "$root/scripts/pg.sh" stop "$pg_dir" || true' EXIT
+# Waits until the background build of $1 is done, or the background builds have ended.
+await_build() {
+  local started=$SECONDS
+  while [[ ! -e "$prebuilt.$1" ]] && kill -0 "$prebuild_pid" 2>/dev/null; do sleep 2; done
+  durations+=("waiting for the $1 build: $((SECONDS - started)) s")
+}
 # The pgbouncer and failover tiers run as stages of their own below (their clusters are
 # their own). Each test has its own timeout; the stage's bound is only a backstop.
 stage 3600 ctest --test-dir "$build_dir" --output-on-failure -LE 'pgbouncer|failover'
@@ -99,8 +119,15 @@ if ! command -v npm >/dev/null || ! timeout 30 npm ping >/dev/null 2>&1; then
   bench_args+=(--no-peers)
 fi
 stage 900 "$root/bench/run.sh" "${bench_args[@]}"
+await_build asan
 stage 1800 "$root/scripts/sanitize.sh" asan
+await_build tsan
 stage 1800 "$root/scripts/sanitize.sh" tsan
+await_build fuzz
+prebuild_code=0
+wait "$prebuild_pid" || prebuild_code=$?
+prebuild_pid=
+durations+=("sanitizer and fuzzer builds, in the background: $((SECONDS - prebuild_started)) s (exit $prebuild_code)")
 stage 900 "$root/scripts/fuzz.sh"
 stage 120 "$root/scripts/check-observability.sh"
 # Installs, upgrades and purges the Debian packages on this machine (root: it is a throwaway

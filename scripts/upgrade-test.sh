@@ -39,7 +39,7 @@ source "$root/scripts/ccache.sh"
 prev_build=$prev_dir/src/build
 if [[ ! -x $prev_build/host/outboxd || ! -f $prev_build/tests/fixtures/libfixture_scripted.so ]]; then
   say "building the previous release $PREV (outboxd and the scripted fixture plugin) in $prev_build"
-  cmake -S "$prev_dir/src" -B "$prev_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_WERROR=ON \
+  cmake -S "$prev_dir/src" -B "$prev_build" "${build_flags[@]}" -DOUTBOX_WERROR=ON \
     -DOUTBOX_BUILD_TESTS=ON -DOUTBOX_BUILD_PLUGINS=OFF "${launcher[@]}" >/dev/null
   cmake --build "$prev_build" -j"$(nproc)" --target outboxd fixture_scripted
 fi

@@ -18,6 +18,7 @@
 
 #include "app/plugins_check.hpp"
 #include "plugin/plugin_directory.hpp"
+#include "support/contains.hpp"
 #include "support/temp_dir.hpp"
 
 namespace outbox::plugin {
@@ -42,7 +43,7 @@ std::string reasons(const DirectoryChange& change) {
     return text;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using outbox::test::contains;
 
 class PluginTrust : public ::testing::Test {
 protected:

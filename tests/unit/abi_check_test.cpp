@@ -5,13 +5,15 @@
 #include <cstring>
 #include <string>
 
+#include "support/contains.hpp"
+
 namespace {
 
 using outbox::core::check_abi;
 using outbox::core::describe_abi;
 using outbox::core::host_manifest;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using outbox::test::contains;
 
 void set_text(char* field, std::size_t capacity, const char* text) {
     std::memset(field, 0, capacity);

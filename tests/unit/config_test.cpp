@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/contains.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -43,7 +45,7 @@ std::string error_of(const std::string& yaml, const EnvLookup& env = kNoEnv) {
     return {};
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using outbox::test::contains;
 
 TEST(Config, NoFileAndEmptyEnvironmentGiveTheDocumentedDefaults) {
     const Config c = load_config(std::nullopt, kNoEnv);

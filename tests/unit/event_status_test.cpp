@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+
 namespace {
 
 using outbox::core::EventStatus;
@@ -22,6 +24,13 @@ TEST(EventStatus, TextRoundTripsToTheSameStatus) {
                               EventStatus::Completed, EventStatus::ReviewRequired, EventStatus::Discarded}) {
         EXPECT_EQ(status_from_text(to_text(status)), status) << to_text(status);
     }
+}
+
+TEST(EventStatus, TheListOfTextsHoldsEveryStatusOnceInTheEnumsOrder) {
+    const EventStatus all[] = {EventStatus::Pending,   EventStatus::Processing,     EventStatus::RetryWait,
+                               EventStatus::Completed, EventStatus::ReviewRequired, EventStatus::Discarded};
+    ASSERT_EQ(std::size(all), outbox::core::kStatusTexts.size());
+    for (std::size_t i = 0; i < std::size(all); ++i) EXPECT_EQ(outbox::core::kStatusTexts[i], to_text(all[i]));
 }
 
 TEST(EventStatus, OnlyCompletedAndDiscardedAreTerminal) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 
@@ -14,6 +15,10 @@ enum class EventStatus {
     ReviewRequired,  // non-retryable failure or attempts used up; only an operator (retry or discard) moves it.
     Discarded,       // an operator gave up on a REVIEW_REQUIRED event; never run again; only retention deletes it.
 };
+
+/// Every status's text, in the enum's order.
+inline constexpr std::array<std::string_view, 6> kStatusTexts{"PENDING",   "PROCESSING",      "RETRY_WAIT",
+                                                              "COMPLETED", "REVIEW_REQUIRED", "DISCARDED"};
 
 /// COMPLETED and DISCARDED: no handler runs the event again and nothing moves it out. Every
 /// other status holds back the later events of the same aggregate.

@@ -9,6 +9,7 @@
 #include "core/identifiers.hpp"
 #include "db/perform.hpp"
 #include "db/pg_array.hpp"
+#include "operations/action_sql.hpp"
 
 namespace outbox::operations {
 namespace {
@@ -22,10 +23,6 @@ RetryRejected bad_timestamp() {
     return unprocessable("INVALID_OCCURRED_BEFORE",
                          "occurred_before must be an RFC 3339 timestamp with an offset, e.g. 2026-11-30T12:00:00Z");
 }
-
-constexpr const char* kHashSql = R"SQL(
-SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($2, 'UTF8')), 'hex')
-)SQL";
 
 // Requests with the same key wait for each other: the second then finds the first's row.
 constexpr const char* kKeyLockSql = "SELECT pg_advisory_xact_lock(hashtext('outboxd:bulk-retry:' || $1 || ':' || $2))";
@@ -89,8 +86,6 @@ WITH input AS (
 )
 SELECT DISTINCT event_type FROM redriven
 )SQL";
-
-constexpr const char* kNotifySql = "SELECT pg_notify('outboxd_events', $1)";
 
 std::vector<std::string> split_ids(const std::string& text) {
     std::vector<std::string> ids;

@@ -6,6 +6,7 @@
 
 #include <pqxx/pqxx>
 
+#include "core/event_status.hpp"
 #include "core/identifiers.hpp"
 #include "db/aggregate_order.hpp"
 
@@ -47,9 +48,6 @@ ORDER BY p.occurred_at DESC, p.event_id DESC
 LIMIT $6
 )SQL";
 
-constexpr std::array<std::string_view, 6> kStatuses{"PENDING",   "PROCESSING",      "RETRY_WAIT",
-                                                    "COMPLETED", "REVIEW_REQUIRED", "DISCARDED"};
-
 template <class T>
 std::optional<T> parse_whole(std::string_view text) {
     T value{};
@@ -85,7 +83,7 @@ std::optional<FilterError> parse_event_filter(const std::optional<std::string>& 
                                               const std::optional<std::string>& limit,
                                               const std::optional<std::string>& cursor, EventFilter& filter) {
     if (status) {
-        if (std::find(kStatuses.begin(), kStatuses.end(), *status) == kStatuses.end()) {
+        if (std::find(core::kStatusTexts.begin(), core::kStatusTexts.end(), *status) == core::kStatusTexts.end()) {
             return FilterError{"INVALID_STATUS",
                                "status must be one of PENDING, PROCESSING, RETRY_WAIT, COMPLETED, REVIEW_REQUIRED, DISCARDED"};
         }

@@ -7,6 +7,7 @@
 
 #include <pqxx/pqxx>
 
+#include "core/event_status.hpp"
 #include "fleet/fleet_registry.hpp"
 #include "operations/backlog_query.hpp"
 
@@ -14,9 +15,6 @@ namespace outbox::operations {
 namespace {
 
 using nlohmann::json;
-
-constexpr std::array<const char*, 6> kStatuses{"PENDING",   "PROCESSING",      "RETRY_WAIT",
-                                              "COMPLETED", "REVIEW_REQUIRED", "DISCARDED"};
 
 // One bound for every statement of these reads; the session's statement timeout (admin
 // pool) stays the outer limit.
@@ -108,7 +106,7 @@ json read_overview(pqxx::connection& conn, const routing::HandlerSet& local, con
     pqxx::read_transaction tx(conn);
     prepare(tx);
     json counts = json::object();
-    for (const char* status : kStatuses) counts[status] = 0;
+    for (const std::string_view status : core::kStatusTexts) counts[std::string(status)] = 0;
     json by_type = json::array();
     for (const auto& row : tx.exec_params(kByTypeSql, company_id)) {
         const auto count = row[2].as<long long>();

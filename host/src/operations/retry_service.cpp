@@ -9,6 +9,7 @@
 #include "core/event_status.hpp"
 #include "core/identifiers.hpp"
 #include "db/perform.hpp"
+#include "operations/action_sql.hpp"
 #include "operations/text.hpp"
 #include "outbox/sdk/payload.hpp"
 
@@ -18,10 +19,6 @@ namespace {
 constexpr std::size_t kMinReason = 10;
 constexpr std::size_t kMaxReason = 300;
 constexpr std::size_t kMaxKey = 200;
-
-constexpr const char* kHashSql = R"SQL(
-SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), encode(sha256(convert_to($2, 'UTF8')), 'hex')
-)SQL";
 
 // FOR UPDATE serializes concurrent retries of one event; under READ COMMITTED the statements
 // after it see whatever the request it waited for committed.
@@ -41,7 +38,7 @@ constexpr const char* kFindBulkRetrySql = R"SQL(
 SELECT 1 FROM outbox_bulk_retry WHERE coalesce(company_id, '') = $1 AND idempotency_key_hash = $2
 )SQL";
 
-constexpr const char* kRedriveSql = R"SQL(
+constexpr const char* kRedriveOneSql = R"SQL(
 UPDATE event_publication
 SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = version + 1,
     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
@@ -66,8 +63,6 @@ constexpr const char* kInsertAuditSql = R"SQL(
 INSERT INTO audit_event (actor, action, company_id, target_id, detail) VALUES ($1, $2, $3, $4, $5::jsonb)
 )SQL";
 
-constexpr const char* kNotifySql = "SELECT pg_notify('outboxd_events', $1)";
-
 // A host that handles this type claims it at once.
 void wake_type(pqxx::work& tx, const std::string&, const std::string& event_type) {
     tx.exec_params(kNotifySql, event_type);
@@ -78,7 +73,7 @@ const EventAction kRetry{.action = core::OperatorAction::Retry,
                          .record_table = "outbox_manual_retry",
                          .record_key = "manual_retry_id",
                          .audit_action = "outbox.manual_retry",
-                         .update_sql = kRedriveSql,
+                         .update_sql = kRedriveOneSql,
                          .bulk_keys_taken = true,
                          .canonical = canonical_retry_request,
                          .wake = wake_type};

@@ -1,5 +1,7 @@
 #include "plugin/plugin_directory.hpp"
 
+#include "plugin/unique_fd.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <set>
@@ -16,26 +18,10 @@ namespace outbox::plugin {
 namespace fs = std::filesystem;
 namespace {
 
-/// Closes a file descriptor on scope exit.
-class Fd {
-public:
-    explicit Fd(int fd) noexcept : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    [[nodiscard]] int get() const noexcept { return fd_; }
-
-private:
-    int fd_;
-};
 
 constexpr std::string_view kSymlinkRefused =
     "is a symbolic link, and symbolic links are refused; copy the file into the plugin directory under a "
     "temporary name and rename it into place";
-
-std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
 
 /// Why `st` (the plugin directory or a plugin file, as fstat saw the open descriptor) must
 /// not be trusted: a plugin runs with the host's database credentials, so only root or the
@@ -83,10 +69,10 @@ std::optional<std::string> parents_problem(const fs::path& dir, int dir_fd) {
     struct stat current {};
     if (::fstat(dir_fd, &current) != 0) return dir.string() + " cannot be checked (" + errno_text(errno) + ")";
     int current_fd = dir_fd;
-    std::optional<Fd> held;
+    std::optional<UniqueFd> held;
     for (;;) {
         // O_PATH: a parent the host may search but not read (0711) can still be judged.
-        Fd parent(::openat(current_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+        UniqueFd parent(::openat(current_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
         struct stat st {};
         if (parent.get() < 0 || ::fstat(parent.get(), &st) != 0) {
             const int error = errno;
@@ -167,7 +153,7 @@ DirectoryChange PluginDirectory::rescan() {
     int raw_fd = -1;
     std::vector<std::string> entries;
     std::optional<std::string> directory_problem = open_directory(raw_fd, entries);
-    const Fd dir_fd(raw_fd);
+    const UniqueFd dir_fd(raw_fd);
     if (directory_problem) {
         // Report a directory problem once, not on every rescan; what is loaded stays.
         if (directory_problem != last_directory_problem_) change.rejected.push_back({dir_, *directory_problem});
@@ -233,7 +219,7 @@ DirectoryChange PluginDirectory::rescan() {
         Entry next{version, std::nullopt};
         // Owner and mode are judged on the descriptor that is then copied and loaded, so a
         // file renamed over the name after the check is never the one loaded.
-        const Fd fd(::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+        const UniqueFd fd(::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
         const int open_error = errno;
         if (fd.get() < 0 && open_error == ENOENT) continue;  // removed since the listing: seen next rescan
         struct stat st {};

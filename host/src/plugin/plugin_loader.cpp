@@ -1,5 +1,7 @@
 #include "plugin/plugin_loader.hpp"
 
+#include "plugin/unique_fd.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -77,16 +79,6 @@ struct DeleteThenUnload {
     }
 };
 
-/// Closes a file descriptor on scope exit.
-struct Fd {
-    int fd = -1;
-    explicit Fd(int value) noexcept : fd(value) {}
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-};
 
 /// Unlinks the private copy on scope exit, through the directory it was created in; an
 /// open mapping survives the unlink.
@@ -114,23 +106,21 @@ std::string current_exception_type() {
     return type == nullptr ? std::string("unknown type") : shown(boost::core::demangle(type->name()));
 }
 
-std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
-
 /// Opens the private copy directory without following a symbolic link and checks, on the
 /// open descriptor, that it is this user's and that no one else may write in it. A /tmp
 /// cleaner can remove it and another local user re-create it under the same name: such a
 /// directory is refused, never written to. One that is simply gone is made again (0700).
-std::optional<std::string> open_private_dir(const fs::path& dir, Fd& out) {
-    out.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (out.fd < 0 && errno == ENOENT) {
+std::optional<std::string> open_private_dir(const fs::path& dir, UniqueFd& out) {
+    out.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (out.get() < 0 && errno == ENOENT) {
         if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
             return "cannot create the private copy directory " + dir.string() + ": " + errno_text(errno);
         }
-        out.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        out.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     }
-    if (out.fd < 0) return "cannot open the private copy directory " + dir.string() + ": " + errno_text(errno);
+    if (out.get() < 0) return "cannot open the private copy directory " + dir.string() + ": " + errno_text(errno);
     struct stat info {};
-    if (::fstat(out.fd, &info) != 0) return "cannot stat the private copy directory: " + errno_text(errno);
+    if (::fstat(out.get(), &info) != 0) return "cannot stat the private copy directory: " + errno_text(errno);
     if (info.st_uid != ::geteuid() || (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
@@ -333,29 +323,29 @@ PluginLoader::PluginLoader(std::filesystem::path private_dir, LoaderOptions opti
     : private_dir_(std::move(private_dir)), options_(options) {}
 
 LoadResult PluginLoader::load_file(const std::filesystem::path& file, const HandlerConfigs& configs) {
-    Fd in(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (in.fd < 0) {
+    UniqueFd in(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (in.get() < 0) {
         if (errno == ENOENT) return reject(file, "no such file");
         return reject(file, "cannot open it: " + errno_text(errno));
     }
-    return load_open_file(file, in.fd, configs);
+    return load_open_file(file, in.get(), configs);
 }
 
 LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int fd, const HandlerConfigs& configs) try {
     std::error_code ec;
     const fs::path private_dir = fs::absolute(private_dir_, ec);
     if (ec) return reject(file, "cannot resolve the private copy directory: " + ec.message());
-    Fd dir(-1);
+    UniqueFd dir(-1);
     if (auto bad = open_private_dir(private_dir, dir)) return reject(file, *bad);
 
     // Load a private copy: a file replaced or rewritten in place in the plugin directory
     // then cannot change code that is already mapped. It is created, checked and loaded
     // through descriptors only (dlopen reads /proc/self/fd/N), so no name another user
     // could swap is ever looked up.
-    RemoveOnExit copy{dir.fd, {}};
+    RemoveOnExit copy{dir.get(), {}};
     CopyFd copy_fd;
     std::string sha256;
-    if (auto bad = copy_to_private_dir(fd, file, dir.fd, copies_, copy_fd, copy.name, sha256)) {
+    if (auto bad = copy_to_private_dir(fd, file, dir.get(), copies_, copy_fd, copy.name, sha256)) {
         return reject(file, *bad);
     }
 
