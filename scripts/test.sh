@@ -95,8 +95,9 @@ await_build() {
   durations+=("waiting for the $1 build: $((SECONDS - started)) s")
 }
 # The pgbouncer and failover tiers run as stages of their own below (their clusters are
-# their own). Each test has its own timeout; the stage's bound is only a backstop.
-stage 3600 ctest --test-dir "$build_dir" --output-on-failure -LE 'pgbouncer|failover'
+# their own); the fault tier runs beside the others (scripts/tiers.sh). Each test has its own
+# timeout; the stage's bound is only a backstop.
+stage 3600 "$root/scripts/tiers.sh" "$build_dir"
 "$root/scripts/pg.sh" stop "$pg_dir" || true
 
 as_root=()
