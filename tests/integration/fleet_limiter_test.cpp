@@ -9,6 +9,7 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
+#include "db/connect.hpp"
 #include "dispatch/fleet_limiter.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/test_host.hpp"
@@ -301,6 +302,85 @@ TEST(FleetLimiter, HostsOfThePreviousReleaseAndThisOneShareTheSlots) {
     old_host.disconnect();
     EXPECT_TRUE(limiter.acquire(entry, give_up_after(5s)).has_value());
 }
+
+// Three hosts' limiters, 4 waiters each, while a session holds the handler's lock and sits
+// idle in transaction for 14 s: longer than database.call_timeout (10 s), when 0.2.0's call
+// guard shut each waiter's socket down and queued a new backend beside the old one, which
+// the server kept waiting.
+void frozen_holder_of_the_handlers_lock(bool transaction_pooled) {
+    const db::ConnectionSettings before = db::connection_settings();
+    db::ConnectionSettings settings = before;
+    settings.transaction_pooled = transaction_pooled;
+    db::configure_connections(settings);
+    struct Restore {
+        db::ConnectionSettings settings;
+        ~Restore() { db::configure_connections(settings); }
+    } restore{before};
+
+    constexpr int kHosts = 3;
+    constexpr int kWaitersPerHost = 4;
+    constexpr int kWaiters = kHosts * kWaitersPerHost;
+    TestDatabase db;
+    db::OutageLog outage;
+    std::vector<std::unique_ptr<dispatch::FleetLimiter>> hosts;
+    for (int i = 0; i < kHosts; ++i) {
+        hosts.push_back(std::make_unique<dispatch::FleetLimiter>(
+            db.url(), outage,
+            dispatch::FleetLimiter::Options{.holder = "host-" + std::to_string(i), .renew_interval = 200ms,
+                                            .slot_ttl = 5s, .fallback_poll = 200ms}));
+    }
+    const auto entry = limited_entry("frozen", kWaiters);
+    // A 0.1.0 host took the handler's lock inside its transaction (BEGIN, the call, COMMIT as
+    // three round trips) and froze before its COMMIT: idle in transaction, holding the lock.
+    pqxx::connection frozen(db.url());
+    auto hold = std::make_unique<pqxx::work>(frozen);
+    hold->exec("SELECT pg_advisory_xact_lock(hashtext('outboxd:frozen'), -1)");
+
+    std::atomic<int> acquired{0};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> waiters;
+    for (auto& host : hosts) {
+        for (int i = 0; i < kWaitersPerHost; ++i) {
+            waiters.emplace_back([&, limiter = host.get()] {
+                auto permit = limiter->acquire(entry, give_up_after(45s));
+                if (permit) ++acquired;
+                while (!done.load()) std::this_thread::sleep_for(20ms);
+            });
+        }
+    }
+    pqxx::connection observer(db.url());
+    int most_waiting = 0;
+    int most_backends = 0;
+    const auto until = std::chrono::steady_clock::now() + 14s;
+    while (std::chrono::steady_clock::now() < until) {
+        pqxx::nontransaction tx(observer);
+        const auto row = tx.exec1(
+            "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'), count(*) "
+            "FROM pg_stat_activity WHERE datname = current_database()");
+        most_waiting = std::max(most_waiting, row[0].as<int>());
+        most_backends = std::max(most_backends, row[1].as<int>());
+        std::this_thread::sleep_for(200ms);
+    }
+    EXPECT_EQ(acquired.load(), 0) << "no slot is taken while the handler's lock is held";
+    EXPECT_LE(most_waiting, kWaiters) << "backends waiting on the handler's lock";
+    // Each waiter's connection, a renewer's per host, the frozen session and the observer.
+    EXPECT_LE(most_backends, kWaiters + kHosts + 2) << "backends of the test's database";
+
+    hold->abort();
+    EXPECT_TRUE(wait_until([&] { return acquired.load() == kWaiters; }, 10s))
+        << acquired.load() << " of " << kWaiters << " waiters got a slot within 10 s of the frozen session's end";
+    done = true;
+    for (auto& waiter : waiters) waiter.join();
+}
+
+// On its own connections the limiter sets statement_timeout and client_connection_check_interval.
+TEST(FleetLimiter, AFrozenHolderOfAHandlersLockQueuesAtMostOneBackendPerWaiterAndWorkResumesAfterIt) {
+    frozen_holder_of_the_handlers_lock(false);
+}
+
+// Behind a transaction-mode pooler no session setting is left: the slot functions' own
+// lock_timeout (V17) is the bound.
+TEST(FleetLimiter, BehindAPoolerTheSlotFunctionsBoundTheirOwnLockWaits) { frozen_holder_of_the_handlers_lock(true); }
 
 }  // namespace
 }  // namespace outbox::test

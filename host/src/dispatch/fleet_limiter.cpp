@@ -70,7 +70,25 @@ bool wait_or_give_up(std::chrono::microseconds delay, const std::function<bool()
 std::unique_ptr<pqxx::connection> open_limiter_connection(const std::string& url) {
     // Named at connect time, not by a session SET a transaction-mode pooler would leave on
     // its server connection (a name in the URL itself still wins).
-    return db::open_connection(db::conninfo_with(url, {{"application_name", "outboxd fleet limiter"}}));
+    auto conn = db::open_connection(db::conninfo_with(url, {{"application_name", "outboxd fleet limiter"}}));
+    const db::ConnectionSettings settings = db::connection_settings();
+    if (!settings.transaction_pooled) {
+        // The server bounds every limiter statement, and a backend whose client is gone (this
+        // host's call guard shut the socket down) stops waiting within a second instead of
+        // staying queued on a lock (PostgreSQL 14+). Behind a transaction-mode pooler the
+        // functions' own lock_timeout (V17) is the bound.
+        std::string sql = db::statement_timeout_sql(settings, "SET");
+        if (conn->server_version() >= 140000) sql += "; SET client_connection_check_interval = 1000";
+        db::CallGuard guard(*conn);
+        pqxx::nontransaction(*conn).exec(sql);
+    }
+    return conn;
+}
+
+// A slot function gave up on the handler's lock after V17's lock_timeout: a session holds it
+// and does not finish (a frozen host of 0.1.0, which holds it across a transaction).
+bool lock_wait_timed_out(const db::DbFailure& failure) {
+    return failure.kind == db::DbFailureKind::Sql && failure.sqlstate == "55P03";
 }
 
 struct SlotBatch {
@@ -158,6 +176,13 @@ auto FleetLimiter::with_connection(Work&& work) -> std::optional<decltype(work(s
             return result;
         } catch (...) {
             const db::DbFailure failure = db::classify_db_error(std::current_exception());
+            if (lock_wait_timed_out(failure)) {
+                // Not an outage: the connection is fine and the caller waits, then asks again.
+                warn_lock_held();
+                std::lock_guard lock(mutex_);
+                if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
+                return std::nullopt;
+            }
             conn = Conn{};
             if (reused && failure.kind == db::DbFailureKind::ConnectionBroken) continue;
             outage_.failed("fleet limiter", failure);
@@ -165,6 +190,17 @@ auto FleetLimiter::with_connection(Work&& work) -> std::optional<decltype(work(s
         }
     }
     return std::nullopt;
+}
+
+void FleetLimiter::warn_lock_held() {
+    const auto now = std::chrono::steady_clock::now();
+    {
+        std::lock_guard lock(mutex_);
+        if (last_lock_warning_ && now - *last_lock_warning_ < std::chrono::seconds{30}) return;
+        last_lock_warning_ = now;
+    }
+    log::warn("fleet limiter: a handler's slot lock is held by a database session that does not finish (a frozen "
+              "host?); waiting for it (this line repeats at most every 30 s)");
 }
 
 void FleetLimiter::ensure_renewer() {

@@ -103,6 +103,7 @@ private:
     template <class Work>
     auto with_connection(Work&& work) -> std::optional<decltype(work(std::declval<pqxx::connection&>()))>;
     std::optional<Permit> take_slot(const routing::HandlerEntry& entry, const std::function<bool()>& give_up);
+    void warn_lock_held();
     bool reserve_start(const routing::HandlerEntry& entry, const std::function<bool()>& give_up);
     /// Waits until `handler`'s release count differs from `seen`, `timeout` passed or
     /// `give_up()` holds; returns false when given up.
@@ -123,6 +124,7 @@ private:
     std::map<std::uint64_t, Held> held_;              // by permit id
     std::map<std::string, std::uint64_t> releases_;   // handler -> releases seen (NOTIFY or local)
     std::uint64_t next_id_ = 1;
+    std::optional<std::chrono::steady_clock::time_point> last_lock_warning_;
     std::jthread renewer_;
 };
 
