@@ -476,9 +476,12 @@
     for (;;) {
       const limit = Math.max(1, Math.min(MAX_BULK_RETRY, wanted - total));
       result.replaceChildren(el('p', { class: 'muted', text: 'Sending… ' + total + ' of ' + wanted + ' re-driven so far.' }));
+      // A group without a code asks for exactly that; the API refuses a null code.
+      const filter = group.last_error_code
+        ? { event_type: group.event_type, last_error_code: group.last_error_code, limit: limit }
+        : { event_type: group.event_type, no_error_code: true, limit: limit };
       const answer = await api('POST', '/api/v1/admin/outbox-events/retry',
-        { filter: { event_type: group.event_type, last_error_code: group.last_error_code, limit: limit },
-          reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
+        { filter: filter, reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
       if (failed(answer)) return;
       if (!answer.ok) {
         showAnswer(result, answer, () => '');
