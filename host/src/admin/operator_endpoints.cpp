@@ -129,7 +129,7 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
     request.reason = reason->get<std::string>();
 
     operations::BulkRetryResult result;
-    if (!context.with_database(res, [&](pqxx::connection& conn) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
             result = operations::BulkRetryService(conn).retry(request);
         })) {
         return;
@@ -156,7 +156,7 @@ void set_paused(AdminContext& context, const HttpRequest& req, HttpResponse& res
         return;
     }
     bool changed = false;
-    if (!context.with_database(res, [&](pqxx::connection& conn) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
             changed = operations::set_handler_paused(conn, name, pause, principal->subject, "api");
         })) {
         return;
