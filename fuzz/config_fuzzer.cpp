@@ -47,6 +47,10 @@ void check_accepted(const outbox::config::Config& config) {
                       "admin.max_connections_per_client range");
     OUTBOX_FUZZ_CHECK(config.admin.max_connections >= 1 && config.admin.max_connections <= 65536,
                       "admin.max_connections range");
+    OUTBOX_FUZZ_CHECK(config.admin.db_connections_per_company >= 1 &&
+                          config.admin.db_connections_per_company <= config.admin.db_connections &&
+                          config.admin.db_connections <= 1000,
+                      "admin.db_connections_per_company range");
     OUTBOX_FUZZ_CHECK(within(config.admin.metrics_cache, 0ms, 1h), "admin.metrics_cache range");
     OUTBOX_FUZZ_CHECK(config.admin.console_token_header.size() <= 100 &&
                           config.admin.console_token_header.find_first_not_of(

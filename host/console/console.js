@@ -476,9 +476,12 @@
     for (;;) {
       const limit = Math.max(1, Math.min(MAX_BULK_RETRY, wanted - total));
       result.replaceChildren(el('p', { class: 'muted', text: 'Sending… ' + total + ' of ' + wanted + ' re-driven so far.' }));
+      // A group without a code asks for exactly that; the API refuses a null code.
+      const filter = group.last_error_code
+        ? { event_type: group.event_type, last_error_code: group.last_error_code, limit: limit }
+        : { event_type: group.event_type, no_error_code: true, limit: limit };
       const answer = await api('POST', '/api/v1/admin/outbox-events/retry',
-        { filter: { event_type: group.event_type, last_error_code: group.last_error_code, limit: limit },
-          reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
+        { filter: filter, reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
       if (failed(answer)) return;
       if (!answer.ok) {
         showAnswer(result, answer, () => '');
@@ -533,7 +536,8 @@
       ['Aggregate key', e.aggregate_key], ['Attempts', e.attempt_count], ['Last error code', e.last_error_code],
       ['Version', e.version], ['Occurred', timeEl(e.occurred_at)], ['Updated', timeEl(e.updated_at)],
       ['Next attempt', timeEl(e.next_attempt_at)], ['Finished', timeEl(e.completed_at)],
-      ['Lease owner', e.lease_owner], ['Lease expires', timeEl(e.lease_expires_at)],
+      // Company roles get no lease_owner (the platform's host name): no row rather than '—'.
+      ...('lease_owner' in e ? [['Lease owner', e.lease_owner]] : []), ['Lease expires', timeEl(e.lease_expires_at)],
       ['Blocked by', e.blocked_by ? el('a', { href: '#/event/' + e.blocked_by, id: 'blocked-by', class: 'mono', text: e.blocked_by })
         : el('span', { id: 'blocked-by', class: 'muted', text: 'nothing' })]];
     const dl = el('dl', { class: 'fields', id: 'event-fields' }, fields.map(([name, value]) => [

@@ -6,7 +6,8 @@ minted here) against a fresh database on OUTBOX_TEST_DATABASE_URL, seeds events 
 and drives /console/ as an operator would, from a browser in another time zone than the
 host's: a bad token, ADMIN (overview equal to the database, re-drive a review group and
 watch it complete, reasons refused by the page and by the API, discard an event, its
-history, a group larger than one bulk request re-driven whole), a platform role (handler
+history, a group without an error code re-driven alone, a group larger than one bulk
+request re-driven whole), a platform role (handler
 mismatches highlighted, pause and resume a handler on the fleet page), VIEWER (no action
 buttons, a forged action refused by the API), another company's ADMIN (none of our
 events) and a company without events (the empty states). Full-page screenshots go to
@@ -471,6 +472,34 @@ def run(args, workdir):
             return status == 'REVIEW_REQUIRED' and int(now) > version + 1
         wait_for('the selected event to be tried again and return to review', tried_again)
         check(db.counts(OURS)['REVIEW_REQUIRED'] == 3, 'only the selected event was re-driven')
+
+        # A group without an error code: its re-drive takes its own events only, not the older
+        # one of its type that has a code (the console once sent last_error_code: null, "any").
+        coded = db.publish(OURS, 'TestBatch', '{"mode": "review"}', 1)[0]
+        uncoded = db.publish(OURS, 'TestBatch', '{"mode": "review"}', 2)
+        mine = ','.join("'%s'" % i for i in [coded] + uncoded)
+        wait_for('the three to need review', lambda: db.sql(
+            "SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED' AND event_id IN (%s)" % mine) == '3')
+        db.sql("UPDATE event_publication SET last_error_code = CASE WHEN event_id = '%s' THEN 'HTTP_409' END "
+               "WHERE event_id IN (%s)" % (coded, mine))
+        versions = dict(db.rows("SELECT event_id, version FROM event_publication WHERE event_id IN (%s)" % mine))
+        browser.go(host.base + '/console/#/overview')  # the review page is open: load it afresh
+        browser.go(host.base + '/console/#/review')
+        wait_for('the group without a code', lambda: group_row(browser, 'TestBatch', ''))
+        group_row(browser, 'TestBatch', '').find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
+        wait_for('its two events', lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 2)
+        browser.find('#action-reason').send_keys('the batch service is back up')
+        browser.find('#redrive-group').click()
+        answer = wait_for('the no-code re-drive answer', lambda: browser.visible('#action-result [data-outcome]'))
+        check(answer.get_attribute('data-outcome') == 'ok' and '2 event' in answer.text,
+              'the no-code group re-drive answer: ' + answer.text)
+        now = dict(db.rows("SELECT event_id, version FROM event_publication WHERE event_id IN (%s)" % mine))
+        check(all(int(now[i]) > int(versions[i]) for i in uncoded), 'both events of the group were re-driven')
+        check(now[coded] == versions[coded], 'the older event with a code was left alone')
+        # Out of review again: the rest of the test counts our review queue.
+        wait_for('the re-driven events back in review', lambda: db.sql(
+            "SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED' AND event_id IN (%s)" % mine) == '3')
+        db.sql("UPDATE event_publication SET status = 'COMPLETED', completed_at = now() WHERE event_id IN (%s)" % mine)
 
         # The event page: fields, consuming handlers, blocked_by and the action history.
         browser.go(host.base + '/console/#/event/' + victim)

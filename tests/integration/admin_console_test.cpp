@@ -12,6 +12,7 @@
 
 #include "admin_support.hpp"
 #include "operations/bulk_retry_service.hpp"
+#include "operations/handler_pause.hpp"
 #include "support/test_host.hpp"
 
 namespace outbox::test {
@@ -319,6 +320,50 @@ TEST_F(AdminConsole, HistoryShowsConsumersAndEveryOperatorAction) {
     EXPECT_EQ(missing, other);
     EXPECT_EQ(get_json("/api/v1/admin/outbox-events/nope/history", token("ADMIN"), 400)["error"]["code"], "INVALID_EVENT_ID");
     get_json("/api/v1/admin/outbox-events/" + single + "/history", token("PLATFORM_ADMIN"), 403);
+}
+
+TEST_F(AdminConsole, CompanyRolesSeeNeitherLeaseOwnersNorCliUsersWhilePlatformRolesDo) {
+    live_host("[]");
+    const std::string id = review_event(db_, "acme", "TestRequested", payload());
+    {
+        pqxx::connection conn(db_.url());
+        operations::BulkRetryRequest cli;
+        cli.filter.event_ids = std::vector<std::string>{id};
+        cli.filter.limit = 1;
+        cli.reason = kReason;
+        cli.idempotency_key = "cli-1";
+        cli.actor = "cli:root";
+        cli.channel = "cli";
+        ASSERT_TRUE(std::holds_alternative<operations::BulkRetryAccepted>(operations::BulkRetryService(conn).retry(cli)));
+        operations::set_handler_paused(conn, "mailer", true, "cli:root", "cli");
+    }
+    db_.exec("UPDATE event_publication SET status = 'PROCESSING', lease_owner = 'host-a', lease_token = gen_random_uuid(), "
+             "lease_expires_at = now() + interval '1 minute' WHERE event_id = '" + id + "'");
+
+    for (const char* role : {"ADMIN", "HR", "VIEWER"}) {
+        const json event = get_json("/api/v1/admin/outbox-events/" + id, token(role));
+        EXPECT_EQ(event["status"], "PROCESSING");
+        EXPECT_FALSE(event.contains("lease_owner")) << role << ": the host name and pid are the platform's";
+        const json list = get_json("/api/v1/admin/outbox-events?status=PROCESSING", token(role));
+        ASSERT_EQ(list["events"].size(), 1u) << list;
+        EXPECT_FALSE(list["events"][0].contains("lease_owner")) << role;
+        const json history = get_json("/api/v1/admin/outbox-events/" + id + "/history", token(role));
+        ASSERT_EQ(history["actions"].size(), 1u) << history;
+        EXPECT_EQ(history["actions"][0]["actor"], "operator") << role << ": not the CLI's OS user";
+        EXPECT_EQ(history["actions"][0]["channel"], "cli");
+        for (const std::string& text : {event.dump(), list.dump(), history.dump()}) {
+            EXPECT_EQ(text.find("host-a"), std::string::npos) << role << ": " << text;
+            EXPECT_EQ(text.find("root"), std::string::npos) << role << ": " << text;
+        }
+    }
+    // Platform roles read no company's events; the fleet shows them the hosts (what
+    // lease_owner names) and the CLI user who paused a handler.
+    get_json("/api/v1/admin/outbox-events/" + id, token("PLATFORM_ADMIN"), 403);
+    const json fleet = get_json("/api/v1/admin/fleet", token("PLATFORM_ADMIN"));
+    ASSERT_EQ(fleet["hosts"].size(), 1u) << fleet;
+    EXPECT_EQ(fleet["hosts"][0]["host_id"], "host-a");
+    ASSERT_EQ(fleet["paused"].size(), 1u) << fleet;
+    EXPECT_EQ(fleet["paused"][0]["paused_by"], "cli:root");
 }
 
 TEST_F(AdminConsole, ACompletedEventWithoutConsumptionRowsListsItsHandlers) {

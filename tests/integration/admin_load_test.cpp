@@ -29,7 +29,9 @@ SELECT CASE WHEN g % 10 = 0 THEN 'globex' ELSE 'acme' END, 'TestRequested', '{}'
 FROM generate_series(1, 1000000) AS g)SQL");
     db_.exec("ANALYZE event_publication");
     const std::string id = review_event(db_);
-    const std::string viewer = mint_hs256(token_claims("VIEWER", "acme"));
+    // Another company's viewers: acme's ADMIN must be served while globex holds every
+    // connection it may (admin.db_connections_per_company).
+    const std::string viewer = mint_hs256(token_claims("VIEWER", "globex"));
 
     std::atomic<bool> running{true};
     std::mutex mutex;
@@ -51,6 +53,8 @@ FROM generate_series(1, 1000000) AS g)SQL");
                 const auto res = c.Get(path.c_str(), bearer(viewer));
                 mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - started).count());
                 ++seen[res ? res->status : 0];
+                // A client backs off on BUSY; refused at once, it would otherwise spin.
+                if (res && res->status == 503) std::this_thread::sleep_for(20ms);
                 // Every other connection pages deeper with the cursor.
                 if (res && res->status == 200 && i % 2 == 1) {
                     const auto page = nlohmann::json::parse(res->body);

@@ -95,6 +95,48 @@ TEST_F(AdminOperator, BulkRetryRefusesOtherRolesAndBadRequests) {
     EXPECT_EQ(state(a1), "REVIEW_REQUIRED/4");
 }
 
+TEST_F(AdminOperator, NoCodeGroupRedriveTakesOnlyEventsWithoutACode) {
+    // The coded event is the oldest: a filter that ignored the code would take it first.
+    const auto coded = review_event(db_, "acme");
+    const auto n1 = review_event(db_, "acme");
+    const auto n2 = review_event(db_, "acme");
+    const auto theirs = review_event(db_, "globex");
+    db_.exec("UPDATE event_publication SET last_error_code = NULL WHERE event_id IN ('" + n1 + "', '" + n2 + "', '" +
+             theirs + "')");
+
+    // What the console's "Re-drive the whole group" sends for a "(no code)" group of 2.
+    auto res = bulk(body({{"event_type", "TestRequested"}, {"no_error_code", true}, {"limit", 2}}), "none-1", admin_token());
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 202) << res->body;
+    std::vector<std::string> ids = json::parse(res->body)["event_ids"];
+    std::sort(ids.begin(), ids.end());
+    std::vector<std::string> expected{n1, n2};
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(ids, expected);
+    EXPECT_EQ(state(coded), "REVIEW_REQUIRED/4") << "an event with a code belongs to another group";
+    EXPECT_EQ(state(theirs), "REVIEW_REQUIRED/4");
+    EXPECT_EQ(db_.scalar("SELECT filter ->> 'no_error_code' FROM outbox_bulk_retry"), "true");
+}
+
+TEST_F(AdminOperator, NullErrorCodeIsRefusedInsteadOfMeaningAny) {
+    const auto coded = review_event(db_, "acme");
+    const auto uncoded = review_event(db_, "acme");
+    db_.exec("UPDATE event_publication SET last_error_code = NULL WHERE event_id = '" + uncoded + "'");
+    auto res = bulk(body({{"event_type", "TestRequested"}, {"last_error_code", nullptr}}), "null-1", admin_token());
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 422) << res->body;
+    EXPECT_EQ(code_of(res), "INVALID_FILTER");
+    res = bulk(body({{"last_error_code", "HTTP_422"}, {"no_error_code", true}}), "null-2", admin_token());
+    EXPECT_EQ(res->status, 422) << res->body;
+    EXPECT_EQ(code_of(res), "INVALID_FILTER");
+    res = bulk(body({{"event_type", "TestRequested"}, {"no_error_code", "yes"}}), "null-3", admin_token());
+    EXPECT_EQ(res->status, 400) << res->body;
+    EXPECT_EQ(code_of(res), "INVALID_FILTER");
+    EXPECT_EQ(state(coded), "REVIEW_REQUIRED/4");
+    EXPECT_EQ(state(uncoded), "REVIEW_REQUIRED/4");
+    EXPECT_EQ(count("SELECT count(*) FROM outbox_bulk_retry"), 0);
+}
+
 TEST_F(AdminOperator, PauseAndResumeNeedAPlatformRoleAndAreIdempotent) {
     // Each scrape below must see the state it follows, not admin.metrics_cache's reuse.
     restart([](admin::AdminOptions& options) { options.metrics_cache = std::chrono::milliseconds{0}; });

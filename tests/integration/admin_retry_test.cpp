@@ -235,7 +235,10 @@ TEST_F(AdminRetry, TheSameKeyWithAnotherRequestIs422) {
 
 TEST_F(AdminRetry, ConcurrentIdenticalRequestsExecuteExactlyOnce) {
     constexpr int kThreads = 8;
-    restart([](admin::AdminOptions& o) { o.db_connections = kThreads; });  // every request reaches the database at once
+    restart([](admin::AdminOptions& o) {  // every request reaches the database at once
+        o.db_connections = kThreads;
+        o.db_connections_per_company = kThreads;
+    });
     for (int round = 0; round < 5; ++round) {
         const std::string id = review_event(db_);
         const std::string key = "concurrent-" + std::to_string(round);

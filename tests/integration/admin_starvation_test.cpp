@@ -31,14 +31,14 @@ TEST_F(AdminStarvation, ReadyzAnswersWhileEveryApiConnectionIsBusy) {
     pqxx::connection locker(db_.url());
     pqxx::work hold(locker);
     hold.exec("LOCK TABLE event_publication IN ACCESS EXCLUSIVE MODE");
-    const std::string token = admin_token();
+    // Two companies, as one may hold only 2 of the 4 API connections.
     std::vector<std::future<httplib::Result>> lists;
     for (int i = 0; i < 4; ++i) {
-        lists.push_back(std::async(std::launch::async, [&] {
+        lists.push_back(std::async(std::launch::async, [this, token = admin_token(i % 2 == 0 ? "acme" : "globex")] {
             return client().Get("/api/v1/admin/outbox-events", bearer(token));
         }));
     }
-    ASSERT_TRUE(wait_until([&] { return waiting_on("event_publication") >= 2; }, 10s));
+    ASSERT_TRUE(wait_until([&] { return waiting_on("event_publication") >= 4; }, 10s));
     httplib::Client probe("127.0.0.1", server_->port());
     // The probe's own bound (probe_timeout 2 s + 1 s); a probe that waited for an API
     // connection would wait for the lock until the 5 s statement timeout frees one.
@@ -56,6 +56,45 @@ TEST_F(AdminStarvation, ReadyzAnswersWhileEveryApiConnectionIsBusy) {
         EXPECT_TRUE(res->status == 200 || (res->status == 503 && json::parse(res->body)["error"]["code"] == "BUSY"))
             << res->body;
     }
+}
+
+// L5: one company holding every connection it may have (two retries waiting for rows the
+// test locked) gets 503 BUSY at once for a third call, while another company is served.
+TEST_F(AdminStarvation, OneCompanyCannotTakeEveryApiConnection) {
+    const std::string first = review_event(db_, "acme");
+    const std::string second = review_event(db_, "acme");
+    pqxx::connection locker(db_.url());
+    pqxx::work hold(locker);
+    hold.exec("SELECT 1 FROM event_publication WHERE event_id IN ('" + first + "', '" + second + "') FOR UPDATE");
+    const json body{{"expected_version", 4}, {"reason", "customer asked for it again"}};
+    // The defaults: 4 API connections, 2 per company. The retries wait up to their 5 s lock_timeout.
+    auto retry_first = std::async(std::launch::async, [&] { return post_retry(first, body, "slow-1"); });
+    auto retry_second = std::async(std::launch::async, [&] { return post_retry(second, body, "slow-2"); });
+    ASSERT_TRUE(wait_until([&] { return waiting_on("event_publication") >= 2; }, 10s));
+
+    const auto started = std::chrono::steady_clock::now();
+    const auto third = client().Get("/api/v1/admin/outbox-events", bearer(admin_token("acme")));
+    const auto waited = std::chrono::steady_clock::now() - started;
+    ASSERT_TRUE(third);
+    EXPECT_EQ(third->status, 503) << third->body;
+    EXPECT_EQ(json::parse(third->body)["error"]["code"], "BUSY") << third->body;
+    EXPECT_LT(waited, 1s) << "refused at once, not after the 2 s pool wait";
+    for (const char* role : {"VIEWER", "ADMIN"}) {
+        const auto other = client().Get("/api/v1/admin/outbox-events", bearer(mint_hs256(token_claims(role, "globex"))));
+        ASSERT_TRUE(other);
+        EXPECT_EQ(other->status, 200) << role << " of another company: " << other->body;
+    }
+    EXPECT_EQ(waiting_on("event_publication"), 2) << "the slow calls were still running";
+
+    hold.abort();
+    for (auto* retry : {&retry_first, &retry_second}) {
+        const auto res = retry->get();
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 202) << res->body;
+    }
+    const auto after = client().Get("/api/v1/admin/outbox-events", bearer(admin_token("acme")));
+    ASSERT_TRUE(after);
+    EXPECT_EQ(after->status, 200) << "the slots are given back: " << after->body;
 }
 
 TEST_F(AdminStarvation, MetricsGaugesAreReusedForTheCachePeriod) {

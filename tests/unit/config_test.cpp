@@ -507,6 +507,23 @@ TEST(Config, AdminListenerLimitsAndPlatformRoles) {
     EXPECT_TRUE(contains(error_of("admin:\n  request_timeout: 1h\n"), "admin.request_timeout"));
 }
 
+TEST(Config, OneCompanyHoldsAtMostItsShareOfTheAdminDatabaseConnections) {
+    const auto defaults = parse_config("", "x.yaml", kNoEnv).admin;
+    EXPECT_EQ(defaults.db_connections, 4);
+    EXPECT_EQ(defaults.db_connections_per_company, 2);
+    const auto set = parse_config("admin:\n  db_connections: 8\n", "x.yaml",
+                                  env_of({{"OUTBOX_ADMIN_DB_CONNECTIONS_PER_COMPANY", "3"}}))
+                         .admin;
+    EXPECT_EQ(set.db_connections, 8);
+    EXPECT_EQ(set.db_connections_per_company, 3);
+    const std::string over = error_of("admin:\n  db_connections: 2\n  db_connections_per_company: 3\n");
+    EXPECT_TRUE(contains(over, "admin.db_connections_per_company = \"3\" (from outboxd.yaml:3)")) << over;
+    EXPECT_TRUE(contains(over, "at most admin.db_connections (2, from outboxd.yaml:2)")) << over;
+    const std::string over_default = error_of("admin:\n  db_connections: 1\n");
+    EXPECT_TRUE(contains(over_default, "admin.db_connections_per_company = \"2\" (from default)")) << over_default;
+    EXPECT_TRUE(contains(error_of("admin:\n  db_connections_per_company: 0\n"), "admin.db_connections_per_company"));
+}
+
 TEST(Config, AnRs256PublicKeyWithoutAnAudienceIsAnError) {
     const std::string message = error_of("admin:\n  jwt_public_key_file: /etc/outboxd/idp.pem\n");
     EXPECT_TRUE(contains(message, "admin.jwt_audience is required when admin.jwt_public_key_file is set "

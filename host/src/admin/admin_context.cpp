@@ -29,9 +29,17 @@ std::string admin_connection_url(const std::string& url, std::chrono::millisecon
 
 AdminContext::AdminContext(AdminOptions options, metrics::Metrics& metrics, AdminServer::HandlerSource handlers)
     : options_(std::move(options)), metrics_(metrics), handler_source_(std::move(handlers)), auth_(options_.jwt, options_.platform_roles),
+      slots_(std::max(1, options_.db_connections_per_company)),
       pool_(admin_connection_url(options_.database_url, options_.statement_timeout), options_.db_connections),
       probe_pool_(admin_connection_url(options_.database_url, options_.statement_timeout),
                   std::max(1, options_.probe_connections)) {}
+
+void AdminContext::send_company_busy(HttpResponse& res) const {
+    send_error(res, 503, "BUSY",
+               "your company already has " + std::to_string(slots_.per_company()) +
+                   " admin requests using the database (admin.db_connections_per_company); try again when one has "
+                   "finished");
+}
 
 std::shared_ptr<const routing::HandlerSet> AdminContext::handlers() const {
     // One empty set, so "no handlers" is the same set from call to call (the /metrics cache

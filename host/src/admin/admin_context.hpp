@@ -8,6 +8,7 @@
 
 #include "admin/admin_server.hpp"
 #include "admin/authentication.hpp"
+#include "admin/company_slots.hpp"
 #include "admin/error_mapping.hpp"
 #include "db/connection_pool.hpp"
 #include "db/db_error.hpp"
@@ -45,9 +46,16 @@ public:
         return run(probe_pool_, std::forward<Work>(work), bound);
     }
 
-    /// try_database for an API request: on failure answers the mapped 5xx and returns false.
+    /// try_database for an API request of `principal`: on failure answers the mapped 5xx and
+    /// returns false. While the principal's company already runs
+    /// admin.db_connections_per_company calls, answers 503 BUSY at once instead.
     template <class Work>
-    bool with_database(HttpResponse& res, Work&& work) {
+    bool with_database(const Principal& principal, HttpResponse& res, Work&& work) {
+        const auto slot = slots_.try_take({auth_.is_platform_role(principal.role), principal.company_id});
+        if (!slot) {
+            send_company_busy(res);
+            return false;
+        }
         const auto failure = try_database(std::forward<Work>(work));
         if (!failure) return true;
         send_db_failure(res, *failure);
@@ -55,6 +63,8 @@ public:
     }
 
 private:
+    void send_company_busy(HttpResponse& res) const;
+
     // An admin request waits this long for a pooled connection, then answers 503 BUSY.
     static constexpr auto kPoolWait = std::chrono::seconds{2};
 
@@ -92,6 +102,7 @@ private:
     metrics::Metrics& metrics_;
     AdminServer::HandlerSource handler_source_;
     Authenticator auth_;
+    CompanySlots slots_;
     db::ConnectionPool pool_;
     db::ConnectionPool probe_pool_;
 };

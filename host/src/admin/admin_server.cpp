@@ -28,6 +28,8 @@ AdminOptions AdminOptions::from(const config::Config& config, const std::string&
     o.platform_roles = config.admin.platform_roles;
     o.max_connections_per_client = config.admin.max_connections_per_client;
     o.max_connections = config.admin.max_connections;
+    o.db_connections = config.admin.db_connections;
+    o.db_connections_per_company = config.admin.db_connections_per_company;
     o.console = config.admin.console;
     o.console_token_header = config.admin.console_token_header;
     if (!config.admin.jwt_public_key_file.empty()) {

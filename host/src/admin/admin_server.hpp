@@ -31,7 +31,8 @@ struct AdminOptions {
     std::string host_id;
     bool processing_enabled = true;            // readyz needs a handler only when processing
     int threads = 8;                                // API request workers (idle connections hold none)
-    int db_connections = 2;                         // requests that need the database share these
+    int db_connections = 4;                         // admin.db_connections: requests that need the database share these
+    int db_connections_per_company = 2;             // admin.db_connections_per_company: more at once answer 503 BUSY
     std::size_t max_body_bytes = 16 * 1024;         // larger bodies get 413
     std::chrono::seconds io_timeout{5};             // writing an answer
     std::chrono::milliseconds request_timeout{10000};  // admin.request_timeout: a whole request must arrive within this

@@ -25,8 +25,9 @@ void list_events(AdminContext& context, const HttpRequest& req, HttpResponse& re
         return;
     }
     json page;
-    if (!context.with_database(
-            res, [&](pqxx::connection& conn) { page = operations::EventQuery(conn).list(principal->company_id, filter); })) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
+            page = operations::EventQuery(conn).list(principal->company_id, filter);
+        })) {
         return;
     }
     res.body = page.dump();
@@ -37,8 +38,9 @@ void get_event(AdminContext& context, const HttpRequest& req, HttpResponse& res,
     if (!principal || !require_reader(*principal, res, "outbox events")) return;
     if (!normalize_event_id(res, id)) return;
     std::optional<json> event;
-    if (!context.with_database(
-            res, [&](pqxx::connection& conn) { event = operations::EventQuery(conn).get(principal->company_id, id); })) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
+            event = operations::EventQuery(conn).get(principal->company_id, id);
+        })) {
         return;
     }
     if (!event) return send_not_accessible(res);

@@ -17,7 +17,7 @@ void fleet_view(AdminContext& context, const HttpRequest& req, HttpResponse& res
     if (!principal || !context.auth().require_platform_role(*principal, res)) return;
     std::optional<fleet::FleetView> view;
     std::vector<routing::PausedHandler> paused;
-    if (!context.with_database(res, [&](pqxx::connection& conn) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
             view = fleet::read_fleet(conn);
             paused = routing::read_paused_handlers(conn);
         })) {

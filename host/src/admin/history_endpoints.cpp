@@ -21,7 +21,7 @@ void history(AdminContext& context, const HttpRequest& req, HttpResponse& res, s
     if (!normalize_event_id(res, id)) return;
     const auto local = context.handlers();
     std::optional<json> answer;
-    if (!context.with_database(res, [&](pqxx::connection& conn) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
             answer = operations::read_event_history(conn, *local, id, principal->company_id);
         })) {
         return;

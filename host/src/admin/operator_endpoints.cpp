@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kBulkShape =
-    R"(the body must be a JSON object {"filter": {"event_type": "...", "last_error_code": "...", )"
+    R"(the body must be a JSON object {"filter": {"event_type": "...", "last_error_code": "...", "no_error_code": true, )"
     R"("event_ids": ["<uuid>", ...], "occurred_before": "<RFC 3339>", "limit": N}, "reason": "..."})";
 
 // A string member of `object` when present (null counts as absent); false when it is there
@@ -77,14 +77,29 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
         return;
     }
     for (const auto& [key, value] : filter->items()) {
-        if (key != "event_type" && key != "last_error_code" && key != "event_ids" && key != "occurred_before" &&
-            key != "limit") {
+        if (key != "event_type" && key != "last_error_code" && key != "no_error_code" && key != "event_ids" &&
+            key != "occurred_before" && key != "limit") {
             send_error(res, 400, "INVALID_FILTER",
-                       "unknown filter field; allowed: event_type, last_error_code, event_ids, occurred_before, limit");
+                       "unknown filter field; allowed: event_type, last_error_code, no_error_code, event_ids, "
+                       "occurred_before, limit");
             return;
         }
     }
     auto& f = request.filter;
+    // A null code once meant "any code", so a "(no code)" group re-drove other groups' events.
+    if (const auto code = filter->find("last_error_code"); code != filter->end() && code->is_null()) {
+        send_error(res, 422, "INVALID_FILTER",
+                   "last_error_code cannot be null: omit it for any code, or send \"no_error_code\": true for events "
+                   "without one");
+        return;
+    }
+    if (const auto none = filter->find("no_error_code"); none != filter->end()) {
+        if (!none->is_boolean()) {
+            send_error(res, 400, "INVALID_FILTER", "no_error_code is true or false");
+            return;
+        }
+        f.no_error_code = none->get<bool>();
+    }
     if (!optional_string(*filter, "event_type", f.event_type) ||
         !optional_string(*filter, "last_error_code", f.last_error_code) ||
         !optional_string(*filter, "occurred_before", f.occurred_before)) {
@@ -114,7 +129,9 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
     request.reason = reason->get<std::string>();
 
     operations::BulkRetryResult result;
-    if (!context.with_database(res, [&](pqxx::connection& conn) { result = operations::BulkRetryService(conn).retry(request); })) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
+            result = operations::BulkRetryService(conn).retry(request);
+        })) {
         return;
     }
     if (const auto* rejected = std::get_if<operations::RetryRejected>(&result)) {
@@ -139,7 +156,7 @@ void set_paused(AdminContext& context, const HttpRequest& req, HttpResponse& res
         return;
     }
     bool changed = false;
-    if (!context.with_database(res, [&](pqxx::connection& conn) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
             changed = operations::set_handler_paused(conn, name, pause, principal->subject, "api");
         })) {
         return;

@@ -16,11 +16,11 @@ namespace {
 
 using nlohmann::json;
 
-std::optional<json> compute_overview(AdminContext& context, const std::string& company_id, HttpResponse& failure) {
+std::optional<json> compute_overview(AdminContext& context, const Principal& principal, HttpResponse& failure) {
     const auto local = context.handlers();
     json answer;
-    if (!context.with_database(failure, [&](pqxx::connection& conn) {
-            answer = operations::read_overview(conn, *local, company_id);
+    if (!context.with_database(principal, failure, [&](pqxx::connection& conn) {
+            answer = operations::read_overview(conn, *local, principal.company_id);
         })) {
         return std::nullopt;
     }
@@ -42,7 +42,7 @@ void overview(AdminContext& context, SharedResult<json>& cache, const HttpReques
     const auto answer = cache.get(principal->company_id, context.options().metrics_cache,
                                   context.options().statement_timeout + std::chrono::seconds{3}, [&] {
                                       computed_here = true;
-                                      return compute_overview(context, principal->company_id, failure);
+                                      return compute_overview(context, *principal, failure);
                                   });
     if (answer) {
         res.body = answer->dump();
@@ -57,7 +57,7 @@ void review_groups(AdminContext& context, const HttpRequest& req, HttpResponse& 
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !require_reader(*principal, res, "outbox events")) return;
     json groups;
-    if (!context.with_database(res, [&](pqxx::connection& conn) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
             groups = operations::read_review_groups(conn, principal->company_id);
         })) {
         return;

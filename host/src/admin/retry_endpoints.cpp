@@ -72,7 +72,7 @@ void act_on_event(AdminContext& context, const EventAction& action, const HttpRe
     if (!request) return;
 
     operations::RetryResult result;
-    if (!context.with_database(res, [&](pqxx::connection& conn) { result = action.perform(conn, *request); })) {
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) { result = action.perform(conn, *request); })) {
         return;
     }
     if (const auto* accepted = std::get_if<operations::RetryAccepted>(&result)) {

@@ -13,9 +13,10 @@ namespace {
 
 // The transport's probe-only places (TransportOptions::probe_connections) and its listener.
 constexpr std::uint64_t kProbePlaces = 64 + 1;
-// Bookkeeping sessions, the wake-up listener, the admin pools, the fleet limiter and the
-// systemd status connection (docs/high-availability.md, "Connections"), besides the pool.
-constexpr std::uint64_t kFixedDatabaseConnections = 17;
+// Bookkeeping sessions, the wake-up listener, the admin probes' pool, the fleet limiter and
+// the systemd status connection (docs/high-availability.md, "Connections"), besides the
+// handler pool and the admin API's pool.
+constexpr std::uint64_t kFixedDatabaseConnections = 15;
 // Logs, standard streams, the private plugin copies being loaded, inotify and the like.
 constexpr std::uint64_t kMargin = 64;
 
@@ -34,7 +35,8 @@ std::uint64_t count_plugin_files(const std::string& dir) {
 std::uint64_t descriptors_needed(const config::Config& config, std::uint64_t plugin_files) {
     const std::uint64_t admin =
         config.admin.listen_address ? static_cast<std::uint64_t>(config.admin.max_connections) + kProbePlaces : 0;
-    const std::uint64_t database = kFixedDatabaseConnections + static_cast<std::uint64_t>(config.database.pool_size);
+    const std::uint64_t database = kFixedDatabaseConnections + static_cast<std::uint64_t>(config.database.pool_size) +
+                                   static_cast<std::uint64_t>(config.admin.db_connections);
     // A handler call may hold a socket or two of its own (an HTTP client, a broker).
     const std::uint64_t handlers = 2 * static_cast<std::uint64_t>(config.outbox.concurrency);
     return admin + database + 2 * plugin_files + handlers + kMargin;

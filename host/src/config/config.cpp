@@ -311,6 +311,14 @@ const std::array kSettings{
     Setting{"admin.max_connections", "OUTBOX_ADMIN_MAX_CONNECTIONS",
             [](Config& c, const Value& v) { c.admin.max_connections = to_int(v, 1, 65536); }, "512",
             "open admin connections in total; more are answered 503"},
+    Setting{"admin.db_connections", "OUTBOX_ADMIN_DB_CONNECTIONS",
+            [](Config& c, const Value& v) { c.admin.db_connections = to_int(v, 1, 1000); }, "4",
+            "database connections of admin API requests (the probes have 2 of their own)"},
+    // The upper bound (db_connections) is checked once both are known.
+    Setting{"admin.db_connections_per_company", "OUTBOX_ADMIN_DB_CONNECTIONS_PER_COMPANY",
+            [](Config& c, const Value& v) { c.admin.db_connections_per_company = to_int(v, 1, 1000); }, "2",
+            "admin API requests of one company (platform roles count as one) using the database at once; more are "
+            "answered 503 `BUSY`, so one tenant cannot take every connection; at most `admin.db_connections`"},
     Setting{"admin.platform_roles", "OUTBOX_ADMIN_PLATFORM_ROLES",
             [](Config& c, const Value& v) { c.admin.platform_roles = to_roles(v); }, "PLATFORM_ADMIN",
             "JWT roles allowed on platform endpoints (`/api/v1/admin/fleet`, handler pause/resume)",
@@ -715,6 +723,15 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
     if (auto secret = env(std::string(kSecretEnv))) config.admin.jwt_secret = std::move(*secret);
     check_admin_keys(config, raw);
 
+    if (config.admin.db_connections_per_company > config.admin.db_connections) {
+        const auto pool = raw.find("admin.db_connections");
+        fail("admin.db_connections_per_company",
+             raw.count("admin.db_connections_per_company") != 0
+                 ? raw.at("admin.db_connections_per_company")
+                 : Raw{std::to_string(config.admin.db_connections_per_company), "default"},
+             "must be at most admin.db_connections (" + std::to_string(config.admin.db_connections) + ", from " +
+                 (pool != raw.end() ? pool->second.origin : std::string("default")) + ")");
+    }
     if (config.outbox.max_backoff < config.outbox.initial_backoff) {
         auto given = [&](std::string_view key, milliseconds value) {
             const auto it = raw.find(key);

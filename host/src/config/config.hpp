@@ -95,6 +95,8 @@ struct Config {
         milliseconds request_timeout{std::chrono::seconds{10}};  // whole-request deadline (head and body)
         int max_connections_per_client = 32;    // open connections from one client address
         int max_connections = 512;              // open connections in total
+        int db_connections = 4;                 // the admin API's database pool
+        int db_connections_per_company = 2;     // of those, the most one company's requests hold at once
         milliseconds metrics_cache{std::chrono::seconds{5}};  // /metrics database gauges reused this long
         std::vector<std::string> platform_roles{"PLATFORM_ADMIN"};  // JWT roles that may use the platform endpoints
         bool console = true;                    // serve the operator console at /console/

@@ -45,6 +45,7 @@ WHERE status = 'REVIEW_REQUIRED'
   AND ($3::text IS NULL OR last_error_code = $3)
   AND ($4::timestamptz IS NULL OR occurred_at < $4::timestamptz)
   AND ($6::uuid[] IS NULL OR event_id = ANY ($6::uuid[]))
+  AND (NOT $7::boolean OR last_error_code IS NULL)
 ORDER BY occurred_at, event_id
 LIMIT $5
 FOR UPDATE SKIP LOCKED
@@ -104,8 +105,12 @@ std::vector<std::string> split_ids(const std::string& text) {
 std::optional<RetryRejected> validate_bulk_retry_request(const BulkRetryRequest& request) {
     if (auto rejected = validate_idempotency_key(request.idempotency_key)) return rejected;
     const auto& f = request.filter;
-    if (!f.event_type && !f.last_error_code && !f.event_ids) {
-        return unprocessable("INVALID_FILTER", "the filter needs event_type, last_error_code, event_ids or several of them");
+    if (!f.event_type && !f.last_error_code && !f.no_error_code && !f.event_ids) {
+        return unprocessable("INVALID_FILTER",
+                             "the filter needs event_type, last_error_code, no_error_code, event_ids or several of them");
+    }
+    if (f.no_error_code && f.last_error_code) {
+        return unprocessable("INVALID_FILTER", "no_error_code and last_error_code exclude each other: send one of them");
     }
     if (f.event_ids) {
         if (f.event_ids->empty() || f.event_ids->size() > static_cast<std::size_t>(kMaxBulkRetry)) {
@@ -142,6 +147,7 @@ std::string canonical_bulk_retry_request(const BulkRetryRequest& request) {
     // Only when given, so a request without ids hashes as it did before they existed; the
     // same set of ids in any order is the same request.
     if (f.event_ids) filter["event_ids"] = std::set<std::string>(f.event_ids->begin(), f.event_ids->end());
+    if (f.no_error_code) filter["no_error_code"] = true;  // likewise
     return nlohmann::json{{"filter", std::move(filter)}, {"reason", request.reason}}.dump();
 }
 
@@ -180,7 +186,7 @@ BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {
     std::vector<std::string> attempts;
     const std::optional<std::string> event_ids = f.event_ids ? std::optional(db::pg_array(*f.event_ids)) : std::nullopt;
     for (const auto& row : tx.exec_params(kSelectSql, request.company_id, f.event_type, f.last_error_code,
-                                          f.occurred_before, f.limit, event_ids)) {
+                                          f.occurred_before, f.limit, event_ids, f.no_error_code)) {
         ids.push_back(row[0].as<std::string>());
         attempts.push_back(row[1].as<std::string>());
     }

@@ -12,10 +12,12 @@
 namespace outbox::operations {
 
 /// Which REVIEW_REQUIRED events a bulk re-drive takes: every given criterion must match (at
-/// least event_type, last_error_code or event_ids is required), oldest first, at most `limit`.
+/// least event_type, last_error_code, no_error_code or event_ids is required), oldest first,
+/// at most `limit`. No last_error_code means any code; no_error_code: only events without one.
 struct BulkRetryFilter {
     std::optional<std::string> event_type;
     std::optional<std::string> last_error_code;
+    bool no_error_code = false;  // last_error_code IS NULL; refused together with last_error_code
     std::optional<std::vector<std::string>> event_ids;  // 1 to kMaxBulkRetry lower-case UUIDs
     std::optional<std::string> occurred_before;  // RFC 3339 timestamp with offset: occurred_at < it
     int limit = 100;                             // 1 to kMaxBulkRetry

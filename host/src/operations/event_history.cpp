@@ -24,8 +24,10 @@ FROM event_consumption WHERE event_id = $1::uuid ORDER BY consumed_at, handler_n
 
 // Both action tables are append-only and keyed by event; the channel (api or cli) and the
 // bulk request are recorded only in the action's audit row (V15's audit_event_target_idx).
+// A CLI actor is "cli:<OS user>", a platform account: the company sees "operator".
 constexpr const char* kActionsSql = R"SQL(
-SELECT kind, actor, reason, to_char(at, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), channel, previous_version, new_version,
+SELECT kind, CASE WHEN channel = 'cli' OR (channel IS NULL AND actor LIKE 'cli:%') THEN 'operator' ELSE actor END,
+       reason, to_char(at, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), channel, previous_version, new_version,
        previous_attempt_count, bulk_retry_id
 FROM (
     SELECT 'retry' AS kind, r.actor, r.reason, r.created_at AS at, a.detail ->> 'channel' AS channel,

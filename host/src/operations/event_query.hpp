@@ -36,7 +36,8 @@ std::optional<FilterError> parse_event_filter(const std::optional<std::string>& 
                                               const std::optional<std::string>& cursor, EventFilter& filter);
 
 /// Read-only views of events for operators, always scoped to one company. Payloads are
-/// never read: the result carries identifiers, state and safe codes only.
+/// never read: the result carries identifiers, state and safe codes only, and no
+/// lease_owner (a host name and pid of the platform's).
 class EventQuery {
 public:
     explicit EventQuery(pqxx::connection& conn) : conn_(conn) {}
