@@ -118,6 +118,21 @@ TEST_F(AdminE2e, ABusyAdminAddressIsAStartUpErrorAndNothingIsClaimed) {
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE attempt_count > 0"), 0) << "it exits before claiming";
 }
 
+// A limit that cannot hold admin.max_connections, the probe places, the database pools and
+// the plugin files refuses the start with one line, before anything is claimed; the soft
+// limit is raised to the hard one first, so only a low hard limit refuses.
+TEST_F(AdminE2e, AnOpenFileLimitTooLowForTheConfigurationIsAStartUpErrorWithExitTwo) {
+    publish_many(db_.url(), "TestRequested", "{}", 3);
+    auto environment = env(free_port());
+    environment["OUTBOX_ADMIN_MAX_CONNECTIONS"] = "1000";
+    const auto [code, output] =
+        run_command({"/usr/bin/prlimit", "--nofile=64:512", "--", OUTBOXD_BINARY, "run"}, environment, 30s);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("the open-file limit is 512 (hard limit 512)"), std::string::npos) << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << "one line: " << output;
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE attempt_count > 0"), 0) << "it exits before claiming";
+}
+
 TEST_F(AdminE2e, AnUnreadablePublicKeyFileIsAConfigError) {
     auto environment = env(free_port());
     environment["OUTBOX_ADMIN_JWT_PUBLIC_KEY_FILE"] = (dir_.path() / "missing.pem").string();
