@@ -2,11 +2,8 @@
 // processing disabled that still serves, and `outboxd retry`.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -22,6 +19,8 @@
 
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
+#include "support/ports.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -33,36 +32,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kSecret = "e2e-admin-secret-0123456789abcdefghij";  // at least 32 bytes
-
-/// A listening socket on 127.0.0.1 holding an ephemeral port.
-class HeldPort {
-public:
-    HeldPort() {
-        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd_, 1) != 0) {
-            throw std::runtime_error("cannot hold a port");
-        }
-        socklen_t length = sizeof address;
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-        port_ = ntohs(address.sin_port);
-    }
-    ~HeldPort() { ::close(fd_); }
-    HeldPort(const HeldPort&) = delete;
-    HeldPort& operator=(const HeldPort&) = delete;
-    [[nodiscard]] int port() const { return port_; }
-
-private:
-    int fd_ = -1;
-    int port_ = 0;
-};
-
-int free_port() {
-    const HeldPort held;
-    return held.port();
-}
 
 std::string admin_token(const std::string& company, std::chrono::seconds lifetime = std::chrono::minutes{5}) {
     jwt_t* jwt = nullptr;
@@ -89,9 +58,7 @@ class AdminE2e : public ::testing::Test {
 protected:
     void SetUp() override {
         create_scripted_effect_table(db_.url());
-        plugin_dir_ = dir_.path() / "plugins";
-        fs::create_directory(plugin_dir_);
-        fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir_ / "libscripted.so");
+        plugin_dir_ = scripted_plugin_dir(dir_.path());
     }
     std::map<std::string, std::string> env(int port) const {
         return {{"OUTBOX_DATABASE_URL", db_.url()},

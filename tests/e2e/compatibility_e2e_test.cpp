@@ -14,6 +14,7 @@
 #include "db/migrator.hpp"
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -29,9 +30,7 @@ int needed() { return db::Migrator{}.latest_version(); }
 class Compatibility : public ::testing::Test {
 protected:
     void SetUp() override {
-        plugin_dir_ = dir_.path() / "plugins";
-        fs::create_directory(plugin_dir_);
-        fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir_ / "libscripted.so");
+        plugin_dir_ = scripted_plugin_dir(dir_.path());
     }
     std::map<std::string, std::string> env(const std::string& url) const {
         return {{"OUTBOX_DATABASE_URL", url},

@@ -12,6 +12,7 @@
 
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 #include "support/test_roles.hpp"
@@ -55,25 +56,12 @@ private:
     std::string url_;
 };
 
-std::map<std::string, std::string> env_for(const std::string& database_url, const fs::path& plugin_dir) {
-    return {{"OUTBOX_DATABASE_URL", database_url},
-            {"OUTBOX_PLUGIN_DIR", plugin_dir.string()},
-            {"OUTBOX_LEASE_DURATION", "2s"},
-            {"OUTBOX_POLL_INTERVAL", "200ms"},
-            {"OUTBOX_INITIAL_BACKOFF", "100ms"},
-            {"OUTBOX_MAX_BACKOFF", "1s"},
-            {"OUTBOX_ADMIN_LISTEN", "off"},
-            {"OUTBOX_SHUTDOWN_TIMEOUT", "10s"}};
-}
-
 TEST(DbRolesE2e, OwnerMigratesPublisherPublishesRuntimeRoleProcessesEverything) {
     const TestRoles roles;
     const FreshDatabase db;
     const TempDir dir;
-    const fs::path plugin_dir = dir.path() / "plugins";
-    fs::create_directory(plugin_dir);
-    fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir / "libscripted.so");
-    const auto owner_env = env_for(db.url(), plugin_dir);
+    const fs::path plugin_dir = scripted_plugin_dir(dir.path());
+    const auto owner_env = outboxd_env(db.url(), plugin_dir);
 
     const auto [missing_code, missing_output] =
         run_command({OUTBOXD_BINARY, "migrate", "--runtime-role", "outbox_no_such_role"}, owner_env, 60s);
@@ -98,7 +86,7 @@ TEST(DbRolesE2e, OwnerMigratesPublisherPublishesRuntimeRoleProcessesEverything) 
     }
 
     publish_many(with_user(db.url(), roles.publisher), "TestRequested", R"({"db": true})", 300);
-    ChildProcess host({OUTBOXD_BINARY, "run"}, env_for(with_user(db.url(), roles.runtime), plugin_dir),
+    ChildProcess host({OUTBOXD_BINARY, "run"}, outboxd_env(with_user(db.url(), roles.runtime), plugin_dir),
                       (dir.path() / "host.log").string());
     const auto completed = [&] {
         return db.count("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'");
@@ -129,7 +117,7 @@ TEST(DbRolesE2e, MigrateRefusesSuperusersAndMembersOfTheOwnerAsRuntimeOrPublishe
     const TestRoles roles;
     const FreshDatabase db;
     const TempDir dir;
-    const auto owner_env = env_for(db.url(), dir.path());
+    const auto owner_env = outboxd_env(db.url(), dir.path());
     on_server("ALTER ROLE " + roles.other + " SUPERUSER");
     auto [code, output] = run_command({OUTBOXD_BINARY, "migrate", "--runtime-role", roles.other}, owner_env, 60s);
     EXPECT_EQ(code, 2) << output;
@@ -153,9 +141,8 @@ TEST(DbRolesE2e, MigrateRefusesSuperusersAndMembersOfTheOwnerAsRuntimeOrPublishe
 TEST(DbRolesE2e, AHostWithTheOwnersRightsWarnsOnceOrRefusesWhenLeastPrivilegeIsRequired) {
     const FreshDatabase db;
     const TempDir dir;
-    const fs::path plugin_dir = dir.path() / "plugins";
-    fs::create_directory(plugin_dir);
-    auto owner_env = env_for(db.url(), plugin_dir);
+    const fs::path plugin_dir = make_plugin_dir(dir.path());
+    auto owner_env = outboxd_env(db.url(), plugin_dir);
     const auto [migrate_code, migrate_output] = run_command({OUTBOXD_BINARY, "migrate"}, owner_env, 60s);
     ASSERT_EQ(migrate_code, 0) << migrate_output;
     pqxx::connection conn{db.url()};

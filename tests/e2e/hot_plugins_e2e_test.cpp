@@ -8,6 +8,7 @@
 
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -16,12 +17,6 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-void deploy(const fs::path& from, const fs::path& to) {
-    const fs::path staging = to.parent_path() / (".staging-" + to.filename().string());
-    fs::copy_file(from, staging, fs::copy_options::overwrite_existing);
-    fs::rename(staging, to);
-}
 
 std::map<std::string, std::string> host_env(const std::string& url, const fs::path& plugins, const std::string& id) {
     return {{"OUTBOX_DATABASE_URL", url},   {"OUTBOX_PLUGIN_DIR", plugins.string()}, {"OUTBOX_LEASE_DURATION", "3s"},
@@ -32,8 +27,7 @@ TEST(HotPluginsE2E, APluginRenamedIntoThePluginDirectoryIsServedWithoutRestart) 
     TestDatabase db;
     TempDir dir;
     create_scripted_effect_table(db.url());
-    const fs::path plugins = dir.path() / "plugins";
-    fs::create_directory(plugins);
+    const fs::path plugins = make_plugin_dir(dir.path());
     ChildProcess host({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "hot-1"), (dir.path() / "host.log").string());
     publish_many(db.url(), "VersionedRequested", R"({"db": true})", 5);
     // The host is up (and would have claimed by now had it a handler): it logged its start
@@ -46,13 +40,13 @@ TEST(HotPluginsE2E, APluginRenamedIntoThePluginDirectoryIsServedWithoutRestart) 
     ASSERT_EQ(db.scalar("SELECT count(*) FROM event_publication WHERE status = 'PENDING'"), "5");
 
     const auto deployed_at = std::chrono::steady_clock::now();
-    deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V1, plugins / "libversioned.so");
     ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "5"; },
                            10s))
         << read_file((dir.path() / "host.log").string());
     EXPECT_LT(std::chrono::steady_clock::now() - deployed_at, 10s);
 
-    deploy(OUTBOX_FIXTURE_ABI_MAJOR_MISMATCH, plugins / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_ABI_MAJOR_MISMATCH, plugins / "libversioned.so");
     ASSERT_TRUE(wait_until([&] { return read_file((dir.path() / "host.log").string()).find("plugin rejected") != std::string::npos; },
                            10s));
     publish_many(db.url(), "VersionedRequested", R"({"db": true})", 2);

@@ -10,6 +10,7 @@
 
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -23,20 +24,11 @@ class Outboxd : public ::testing::Test {
 protected:
     void SetUp() override {
         create_scripted_effect_table(db_.url());
-        plugin_dir_ = dir_.path() / "plugins";
-        fs::create_directory(plugin_dir_);
-        fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugin_dir_ / "libscripted.so");
+        plugin_dir_ = scripted_plugin_dir(dir_.path());
     }
 
     std::map<std::string, std::string> env(const std::string& database_url) const {
-        return {{"OUTBOX_DATABASE_URL", database_url},
-                {"OUTBOX_PLUGIN_DIR", plugin_dir_.string()},
-                {"OUTBOX_LEASE_DURATION", "2s"},
-                {"OUTBOX_POLL_INTERVAL", "200ms"},
-                {"OUTBOX_INITIAL_BACKOFF", "100ms"},
-                {"OUTBOX_MAX_BACKOFF", "1s"},
-                {"OUTBOX_ADMIN_LISTEN", "off"},
-                {"OUTBOX_SHUTDOWN_TIMEOUT", "10s"}};
+        return outboxd_env(database_url, plugin_dir_);
     }
     std::unique_ptr<ChildProcess> start_outboxd(const std::string& log_name) {
         return std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"}, env(db_.url()),

@@ -8,6 +8,7 @@
 
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -20,9 +21,7 @@ namespace fs = std::filesystem;
 TEST(Quarantine, OnlyThePoisonEventUsesUpItsAttemptsWhenItCrashesTheHost) {
     TestDatabase db;
     TempDir dir;
-    const fs::path plugins = dir.path() / "plugins";
-    fs::create_directory(plugins);
-    fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugins / "libscripted.so");
+    const fs::path plugins = scripted_plugin_dir(dir.path());
     create_scripted_effect_table(db.url());
 
     // The poison event sits in the middle of a burst, so the first claim batches it with
@@ -75,9 +74,7 @@ TEST(Quarantine, OnlyThePoisonEventUsesUpItsAttemptsWhenItCrashesTheHost) {
 TEST(Quarantine, SuspectRetriesLeaveInnocentThroughputOnTheSurvivingHostAtLeastHalf) {
     TestDatabase db;
     TempDir dir;
-    const fs::path plugins = dir.path() / "plugins";
-    fs::create_directory(plugins);
-    fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugins / "libscripted.so");
+    const fs::path plugins = scripted_plugin_dir(dir.path());
     create_scripted_effect_table(db.url());
     std::map<std::string, std::string> env{{"OUTBOX_DATABASE_URL", db.url()},
                                            {"OUTBOX_PLUGIN_DIR", plugins.string()},

@@ -32,6 +32,8 @@
 #include "integration/admin_support.hpp"
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
+#include "support/ports.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -46,18 +48,6 @@ constexpr const char* kSecret = "hostile-admin-secret-0123456789abcdefghij";
 constexpr const char* kAttacker = "127.0.0.1";
 constexpr const char* kProber = "127.0.0.2";
 constexpr const char* kTrickler = "127.0.0.3";
-
-int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    socklen_t length = sizeof address;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    ::close(fd);
-    return ntohs(address.sin_port);
-}
 
 /// A TCP connection from `source` to 127.0.0.1:port; -1 on failure.
 int connect_from(const char* source, int port) {
@@ -141,8 +131,7 @@ class HostileAdmin : public ::testing::Test {
 protected:
     void SetUp() override {
         create_scripted_effect_table(db_.url());
-        const fs::path plugins = dir_.path() / "plugins";
-        fs::create_directory(plugins);
+        const fs::path plugins = make_plugin_dir(dir_.path());
         fs::copy_file(OUTBOX_FIXTURE_SCRIPTED, plugins / "libscripted.so");
         port_ = free_port();
         std::map<std::string, std::string> env{{"OUTBOX_DATABASE_URL", db_.url()},

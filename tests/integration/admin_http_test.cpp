@@ -1,55 +1,18 @@
 // The listener itself: JSON errors for every refusal, limits, probes, and binding.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 
 #include "admin_support.hpp"
+#include "support/ports.hpp"
 #include "support/test_host.hpp"
 
 namespace outbox::test {
 namespace {
 
 using nlohmann::json;
-
-/// A listening TCP socket on 127.0.0.1 (no SO_REUSEPORT) that holds a port busy.
-class BusyPort {
-public:
-    BusyPort() {
-        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd_, 1) != 0) {
-            throw std::runtime_error("cannot hold a port");
-        }
-        socklen_t length = sizeof address;
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-        port_ = ntohs(address.sin_port);
-    }
-    ~BusyPort() { ::close(fd_); }
-    BusyPort(const BusyPort&) = delete;
-    BusyPort& operator=(const BusyPort&) = delete;
-    [[nodiscard]] int port() const { return port_; }
-
-private:
-    int fd_ = -1;
-    int port_ = 0;
-};
-
-/// A TCP port on 127.0.0.1 where nothing listens (bound, then released).
-int closed_port() {
-    int port = 0;
-    {
-        const BusyPort busy;
-        port = busy.port();
-    }
-    return port;
-}
 
 class AdminHttp : public AdminApi {
 protected:
@@ -111,7 +74,7 @@ TEST_F(AdminHttp, MalformedJsonIs400Json) {
 }
 
 TEST_F(AdminHttp, HealthzAnswersWithoutTheDatabase) {
-    restart([](admin::AdminOptions& o) { o.database_url = "postgresql://postgres@127.0.0.1:" + std::to_string(closed_port()) + "/x"; });
+    restart([](admin::AdminOptions& o) { o.database_url = "postgresql://postgres@127.0.0.1:" + std::to_string(free_port()) + "/x"; });
     const auto res = client().Get("/healthz");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200);
@@ -122,7 +85,7 @@ TEST_F(AdminHttp, ReadyzIs200WhenTheDatabaseAnswersAnd503WhenItIsDown) {
     ASSERT_TRUE(up);
     EXPECT_EQ(up->status, 200) << up->body;
 
-    restart([](admin::AdminOptions& o) { o.database_url = "postgresql://postgres@127.0.0.1:" + std::to_string(closed_port()) + "/x"; });
+    restart([](admin::AdminOptions& o) { o.database_url = "postgresql://postgres@127.0.0.1:" + std::to_string(free_port()) + "/x"; });
     const auto down = client().Get("/readyz");
     expect_json_error(down, 503, "DATABASE_UNAVAILABLE");
     // The API reports the outage the same way instead of hanging or failing with 500.
@@ -181,7 +144,7 @@ TEST_F(AdminHttp, ReadyzAndMetricsFollowTheHandlersTheHostRoutesToNow) {
 }
 
 TEST_F(AdminHttp, ABusyPortIsAStartUpErrorNamingTheAddress) {
-    const BusyPort busy;
+    const HeldPort busy;
     admin::AdminOptions options = default_options();
     options.listen.port = busy.port();
     admin::AdminServer server(options, metrics_, kNoHandlers);

@@ -11,6 +11,7 @@
 #include "app/plugin_routing.hpp"
 #include "plugin/plugin_directory.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -20,21 +21,11 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-/// The documented deploy step: write next to the target, then rename into place.
-void deploy(const fs::path& from, const fs::path& to) {
-    const fs::path staging = to.parent_path() / (".staging-" + to.filename().string());
-    fs::copy_file(from, staging, fs::copy_options::overwrite_existing);
-    fs::permissions(staging, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                 fs::perms::others_read | fs::perms::others_exec);
-    fs::rename(staging, to);
-}
-
 class HotPlugins : public ::testing::Test {
 protected:
     void SetUp() override {
         create_scripted_effect_table(db_.url());
-        plugins_ = dir_.path() / "plugins";
-        fs::create_directory(plugins_);
+        plugins_ = make_plugin_dir(dir_.path());
         fs::create_directory(dir_.path() / "private");
         directory_ = std::make_unique<plugin::PluginDirectory>(plugins_, dir_.path() / "private", plugin::HandlerConfigs{});
         auto options = fast_options(db_.url(), "hot");
@@ -75,13 +66,13 @@ protected:
 
 TEST_F(HotPlugins, AddedPluginStartsReceivingItsEvents) {
     publish_many(db_.url(), "VersionedRequested", R"({"db": true})", 5);
-    deploy(OUTBOX_FIXTURE_SCRIPTED, plugins_ / "libscripted.so");
+    deploy_plugin(OUTBOX_FIXTURE_SCRIPTED, plugins_ / "libscripted.so");
     ASSERT_EQ(rescan().added.size(), 1u);
     prove_claiming();
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE event_type = 'VersionedRequested' AND status = 'PENDING'"), 5)
         << "nobody handles it yet";
 
-    deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
     const auto change = rescan();
     ASSERT_EQ(change.added.size(), 1u);
     EXPECT_EQ(change.added[0].handler_name, "versioned");
@@ -91,12 +82,12 @@ TEST_F(HotPlugins, AddedPluginStartsReceivingItsEvents) {
 }
 
 TEST_F(HotPlugins, ReplacingWhileEventsAreInFlightLosesNoneAndRunsNoneTwice) {
-    deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
     ASSERT_EQ(rescan().added.size(), 1u);
     publish_many(db_.url(), "VersionedRequested", R"({"db": true, "sleep_ms": 250})", 24);
     ASSERT_TRUE(wait_until([&] { return count("SELECT count(*) FROM scripted_effect") >= 4; }, 10s));
 
-    deploy(OUTBOX_FIXTURE_VERSIONED_V2, plugins_ / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V2, plugins_ / "libversioned.so");
     const auto change = rescan();
     ASSERT_EQ(change.replaced.size(), 1u);
     EXPECT_TRUE(change.added.empty());
@@ -117,8 +108,8 @@ TEST_F(HotPlugins, ReplacingWhileEventsAreInFlightLosesNoneAndRunsNoneTwice) {
 }
 
 TEST_F(HotPlugins, RemovedPluginDrainsAndItsTypesAreNoLongerClaimed) {
-    deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
-    deploy(OUTBOX_FIXTURE_SCRIPTED, plugins_ / "libscripted.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_SCRIPTED, plugins_ / "libscripted.so");
     ASSERT_EQ(rescan().added.size(), 2u);
     publish_many(db_.url(), "VersionedRequested", R"({"db": true, "sleep_ms": 300})", 2);
     ASSERT_TRUE(wait_until([&] { return count("SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'") == 2; },
@@ -136,10 +127,10 @@ TEST_F(HotPlugins, RemovedPluginDrainsAndItsTypesAreNoLongerClaimed) {
 }
 
 TEST_F(HotPlugins, BadReplacementIsRejectedAndTheRunningVersionKeepsServing) {
-    deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
     ASSERT_EQ(rescan().added.size(), 1u);
     for (const char* bad : {OUTBOX_FIXTURE_ABI_MAJOR_MISMATCH, OUTBOX_FIXTURE_THROWING_CTOR, OUTBOX_FIXTURE_MISSING_FACTORY}) {
-        deploy(bad, plugins_ / "libversioned.so");
+        deploy_plugin(bad, plugins_ / "libversioned.so");
         const auto change = rescan();
         EXPECT_FALSE(change.routing_changed()) << bad;
         ASSERT_EQ(change.rejected.size(), 1u) << bad;
@@ -152,9 +143,9 @@ TEST_F(HotPlugins, BadReplacementIsRejectedAndTheRunningVersionKeepsServing) {
 }
 
 TEST_F(HotPlugins, ADifferentFileWithALoadedHandlerNameIsADuplicate) {
-    deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "liba.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "liba.so");
     ASSERT_EQ(rescan().added.size(), 1u);
-    deploy(OUTBOX_FIXTURE_VERSIONED_V2, plugins_ / "libb.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V2, plugins_ / "libb.so");
     const auto change = rescan();
     EXPECT_FALSE(change.routing_changed());
     ASSERT_EQ(change.rejected.size(), 1u);
@@ -170,7 +161,7 @@ TEST_F(HotPlugins, ADifferentFileWithALoadedHandlerNameIsADuplicate) {
 }
 
 TEST_F(HotPlugins, UntrustedFilesAndDirectoriesAreRefused) {
-    deploy(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
+    deploy_plugin(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
     fs::permissions(plugins_ / "libversioned.so", fs::perms::group_write, fs::perm_options::add);
     auto change = rescan();
     ASSERT_EQ(change.rejected.size(), 1u);

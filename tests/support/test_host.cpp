@@ -86,6 +86,17 @@ void TestHost::start() {
 
 bool TestHost::stop() { return !host_ || host_->stop() == 0; }
 
+std::map<std::string, std::string> outboxd_env(const std::string& database_url, const std::filesystem::path& plugin_dir) {
+    return {{"OUTBOX_DATABASE_URL", database_url},
+            {"OUTBOX_PLUGIN_DIR", plugin_dir.string()},
+            {"OUTBOX_LEASE_DURATION", "2s"},
+            {"OUTBOX_POLL_INTERVAL", "200ms"},
+            {"OUTBOX_INITIAL_BACKOFF", "100ms"},
+            {"OUTBOX_MAX_BACKOFF", "1s"},
+            {"OUTBOX_ADMIN_LISTEN", "off"},
+            {"OUTBOX_SHUTDOWN_TIMEOUT", "10s"}};
+}
+
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {

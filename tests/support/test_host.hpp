@@ -51,6 +51,10 @@ private:
     std::shared_ptr<const routing::HandlerSet> handlers_;
 };
 
+/// The environment of an `outboxd run` child in tests: `plugin_dir`, short lease, poll and
+/// backoff, no admin listener, a 10s shutdown timeout.
+std::map<std::string, std::string> outboxd_env(const std::string& database_url, const std::filesystem::path& plugin_dir);
+
 /// Polls `condition` every 20ms until it holds or `timeout` passes; returns the last result.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 

@@ -38,11 +38,22 @@ struct InFlight {
         call_.store(pack(number(call_.load()) + 1, Call::Running));
     }
     /// Worker side; false when the host abandoned the call meanwhile.
-    bool call_returned() noexcept { return end(Call::Returned, nullptr); }
+    bool call_returned() noexcept { return end(Call::Returned, nullptr, call_.load()); }
     /// Host side; true when the running call was overdue and is now abandoned.
-    bool try_abandon(std::chrono::steady_clock::time_point now) noexcept { return end(Call::Abandoned, &now); }
+    bool try_abandon(std::chrono::steady_clock::time_point now) noexcept { return try_abandon(now, seen_call()); }
+
+    /// The call running now, as one compared word: try_abandon(now) in two steps, so that a
+    /// test can put the worker's return and next call between them.
+    struct SeenCall {
+        std::uint64_t word;
+    };
+    [[nodiscard]] SeenCall seen_call() const noexcept { return {call_.load()}; }
+    /// Abandons the call `seen` was taken of if it still runs and is overdue; never a later call.
+    bool try_abandon(std::chrono::steady_clock::time_point now, SeenCall seen) noexcept {
+        return end(Call::Abandoned, &now, seen.word);
+    }
     /// At a stop that cannot wait any longer: abandons the running call whatever its deadline.
-    bool force_abandon() noexcept { return end(Call::Abandoned, nullptr); }
+    bool force_abandon() noexcept { return end(Call::Abandoned, nullptr, call_.load()); }
 
     /// The pooled connection of the running call's ctx.db() transaction, while it has one.
     void attach_connection(db::ConnectionPool::Handle* handle) {
@@ -68,8 +79,7 @@ private:
     }
     static constexpr std::uint64_t number(std::uint64_t word) noexcept { return word >> 2; }
     static constexpr Call state(std::uint64_t word) noexcept { return static_cast<Call>(word & 3); }
-    bool end(Call to, const std::chrono::steady_clock::time_point* overdue_at) noexcept {
-        std::uint64_t word = call_.load();
+    bool end(Call to, const std::chrono::steady_clock::time_point* overdue_at, std::uint64_t word) noexcept {
         if (state(word) != Call::Running) return false;
         if (overdue_at != nullptr && overdue_at->time_since_epoch().count() < abandon_at_.load()) return false;
         return call_.compare_exchange_strong(word, pack(number(word), to));
