@@ -9,15 +9,15 @@
 # <build>/browser-artifacts: scripts/test.sh -L browser.
 # The `failover` label (tests/failover) kills a primary under three hosts and promotes its
 # standby: scripts/test.sh -L failover.
-# Without arguments (as CI runs it) more stages follow: the rolling-upgrade test
-# (scripts/upgrade-test.sh on this build, bounded to 30 minutes), the PgBouncer tier
-# (ctest -L pgbouncer, 70-90 s, bounded to 7 minutes), the failover test (ctest -L
-# failover, 30-65 s, bounded to 7 minutes), the benchmark's smoke run
-# (bench/run.sh --quick on this build), scripts/sanitize.sh asan, scripts/sanitize.sh tsan,
-# scripts/fuzz.sh, scripts/check-observability.sh (about 1 s) and scripts/package-test.sh
-# (the Debian packages built from their own Release build, linted, installed, upgraded
-# and purged: 1.5 minutes after that build, which took 20 minutes on a busy shared 2-core
-# machine; bounded at 40). Every stage runs; any failure fails the script.
+# Without arguments (as CI runs it) every tier runs (scripts/tiers.sh: the fault tier beside
+# the others), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
+# PgBouncer tier (ctest -L pgbouncer, bounded to 7 minutes), the failover test (ctest -L
+# failover, bounded to 7 minutes), the benchmark's smoke run (bench/run.sh --quick on this
+# build), scripts/sanitize.sh asan and tsan, scripts/fuzz.sh, scripts/check-observability.sh
+# and scripts/package-test.sh (the Debian packages built, linted, installed, upgraded and
+# purged). The sanitizer and fuzzer builds run in the background, at the lowest CPU
+# priority, from the end of the main build on. Every stage runs and is bounded; any failure
+# fails the script; at the end it prints how long each stage took.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
 set -euo pipefail
 
