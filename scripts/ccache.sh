@@ -5,8 +5,8 @@
 # their build directory one level below their source tree, as build/ is.
 # Sets `launcher` (CMake arguments; empty without ccache) and `build_flags`, the build type
 # and flags of every build that shares objects: Debian's -O2, with line tables only (full
-# debug information costs a third of the compile time; the packages strip it anyway, and
-# line tables keep file:line in backtraces and sanitizer reports).
+# debug information makes each compile about a third longer; the packages strip it anyway,
+# and line tables keep file:line in backtraces and sanitizer reports).
 build_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 launcher=()
