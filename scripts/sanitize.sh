@@ -5,8 +5,10 @@
 #   scripts/sanitize.sh tsan   ThreadSanitizer (build-tsan/): the concurrency tests, i.e. the
 #                              worker runtime (claims, heartbeat, rescue, shutdown), the fleet
 #                              limiter and registry, the plugin directory watcher, and the
-#                              quarantine of poison events (real outboxd hosts crashing), in
-#                              one executable of their own (outbox_concurrency_tests)
+#                              quarantine of poison events (real outboxd hosts crashing), and
+#                              the unit tests of the work queue, in-flight call states, bounded
+#                              task queue and shared results, in one executable of their own
+#                              (outbox_concurrency_tests)
 # Every process the tests start (outboxd hosts included) writes its sanitizer reports to
 # <build>/sanitizer-reports/; the stage fails when a test fails or any report was written.
 # Only the test targets are built, at -O1 with line tables, without the sample plugins, to
@@ -76,7 +78,8 @@ else
   # concurrently (tests/CMakeLists.txt, outbox_concurrency_tests). Every suite named must
   # still exist: a renamed suite fails the stage instead of silently dropping out of it.
   binary=$build_dir/tests/outbox_concurrency_tests
-  for suite in Worker Deadline FleetLimiter FleetRegistry HotPlugins Quarantine; do
+  for suite in Worker Deadline FleetLimiter FleetRegistry HotPlugins Quarantine \
+    WorkQueue InFlightCall InFlightTable BoundedTaskQueueTest SharedResult; do
     if ! "$binary" --gtest_list_tests --gtest_filter="$suite.*" | grep -q '^  '; then
       echo "sanitize.sh: no test in suite $suite; update the TSan list" >&2
       status=1
