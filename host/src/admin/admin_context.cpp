@@ -36,9 +36,9 @@ AdminContext::AdminContext(AdminOptions options, metrics::Metrics& metrics, Admi
 
 void AdminContext::send_company_busy(HttpResponse& res) const {
     send_error(res, 503, "BUSY",
-               "your company already has " + std::to_string(slots_.per_company()) +
-                   " admin requests using the database (admin.db_connections_per_company); try again when one has "
-                   "finished");
+               std::to_string(slots_.per_company()) +
+                   " admin requests of your company (or of the platform roles, which share one cap) already use the "
+                   "database (admin.db_connections_per_company); try again when one has finished");
 }
 
 std::shared_ptr<const routing::HandlerSet> AdminContext::handlers() const {
