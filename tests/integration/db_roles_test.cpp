@@ -319,7 +319,7 @@ CREATE FUNCTION public.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql AS $$ SELEC
 
     // Claims, lease extension and the fence.
     outbox::lease::LeaseStore store{conn};
-    const auto claimed = store.claim({"ThingHappened"}, 10, "host-a", std::chrono::seconds{30});
+    const auto claimed = store.claim({"ThingHappened"}, 10, {"host-a", ""}, std::chrono::seconds{30});
     ASSERT_EQ(claimed.size(), 1U);
     EXPECT_EQ(claimed[0].event.id, id);
     const outbox::lease::LeaseRef lease{claimed[0].event.id, claimed[0].lease_token};

@@ -41,7 +41,7 @@ protected:
 
 TEST_F(LeasePlans, TheClaimWalksTheDueIndexInOrderAndStopsAtItsLimit) {
     lease::LeaseStore store(*conn_);
-    store.claim({"NothingOfThisType"}, 1, "h", std::chrono::seconds{5});  // declares the statement
+    store.claim({"NothingOfThisType"}, 1, {"h", ""}, std::chrono::seconds{5});  // declares the statement
     const std::string claim = plan("EXECUTE outbox_claim('{TestRequested}', 1000, 'h', 5000)");
     EXPECT_NE(claim.find("Index Scan using event_publication_due_idx"), std::string::npos) << claim;
     EXPECT_EQ(claim.find("Sort"), std::string::npos) << "a sort reads every due row first:\n" << claim;

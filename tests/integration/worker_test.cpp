@@ -275,34 +275,43 @@ protected:
     void start_host(std::chrono::milliseconds lease_duration) {
         auto options = fast_options(db_.url(), "h1");
         options.lease_duration = lease_duration;
+        options.incarnation = "h1-this-process";
         host_ = std::make_unique<TestHost>(options, std::vector<std::string>{OUTBOX_FIXTURE_SCRIPTED});
         host_->start();
         const auto warm = publish_many(db_.url(), "TestRequested", R"({"db": true})", 1);
         ASSERT_TRUE(wait_until([&] { return status_of(warm[0]) == "COMPLETED"; }, 15s));
         // Inserted already PROCESSING: a published event would be claimed by h1 first.
-        const auto leased = [&](const std::string& owner, const std::string& claimed_at) {
+        const auto leased = [&](const std::string& owner, const std::string& incarnation, const std::string& claimed_at) {
             return db_.scalar("INSERT INTO event_publication (company_id, event_type, payload, status, attempt_count, "
-                              "lease_owner, lease_token, lease_expires_at, updated_at) VALUES ('acme', 'TestRequested', "
-                              "'{\"db\": true}', 'PROCESSING', 1, '" + owner + "', gen_random_uuid(), now() + interval "
-                              "'1 hour', " + claimed_at + ") RETURNING event_id");
+                              "lease_owner, lease_incarnation, lease_token, lease_expires_at, updated_at) VALUES ('acme', "
+                              "'TestRequested', '{\"db\": true}', 'PROCESSING', 1, '" + owner + "', '" + incarnation +
+                              "', gen_random_uuid(), now() + interval '1 hour', " + claimed_at + ") RETURNING event_id");
         };
-        ids_ = {leased("h1", "now()"), leased("h1", "now() - interval '1 hour'"), leased("h2", "now()")};
+        ids_ = {leased("h1", "h1-this-process", "now()"), leased("h1", "h1-former-process", "now() - interval '1 hour'"),
+                leased("h2", "h2-process", "now()"),
+                // Another live process started under the same host id (a shared OUTBOX_HOST_ID,
+                // or `node:1` in PID namespaces) claimed it just now and is running it.
+                leased("h1", "h1-twin-process", "now()")};
         tokens_before_ = lease_tokens();
     }
     std::string lease_tokens() const {
         return db_.scalar("SELECT string_agg(coalesce(lease_token::text, '-'), ',' ORDER BY event_id) FROM "
-                          "event_publication WHERE event_id IN ('" + ids_[1] + "', '" + ids_[2] + "')");
+                          "event_publication WHERE event_id IN ('" + ids_[1] + "', '" + ids_[2] + "', '" + ids_[3] + "')");
     }
-    /// The untracked lease ran (its attempt given back, then counted again); the other two
+    /// The untracked lease ran (its attempt given back, then counted again); the other three
     /// are untouched.
     void expect_only_the_untracked_lease_released() {
         ASSERT_TRUE(wait_until([&] { return status_of(ids_[0]) == "COMPLETED"; }, 10s)) << status_of(ids_[0]);
         EXPECT_EQ(db_.scalar("SELECT attempt_count FROM event_publication WHERE event_id = '" + ids_[0] + "'"), "1");
         std::this_thread::sleep_for(2500ms);  // two more checks with lease_duration 2 s
+        expect_the_others_untouched();
+        EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 2);
+    }
+    void expect_the_others_untouched() {
         EXPECT_EQ(status_of(ids_[1]), "PROCESSING") << "a former process's lease is the rescuer's";
         EXPECT_EQ(status_of(ids_[2]), "PROCESSING") << "another host's lease is not this host's to release";
+        EXPECT_EQ(status_of(ids_[3]), "PROCESSING") << "nor is another live process's under the same host id";
         EXPECT_EQ(lease_tokens(), tokens_before_);
-        EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 2);
     }
 
     std::unique_ptr<TestHost> host_;
@@ -324,9 +333,7 @@ TEST_F(UntrackedLeases, AreReleasedRightAfterTheDatabaseComesBack) {
                     "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name LIKE 'outboxd%'"),
               1);
     ASSERT_TRUE(wait_until([&] { return status_of(ids_[0]) == "COMPLETED"; }, 10s)) << status_of(ids_[0]);
-    EXPECT_EQ(status_of(ids_[1]), "PROCESSING");
-    EXPECT_EQ(status_of(ids_[2]), "PROCESSING");
-    EXPECT_EQ(lease_tokens(), tokens_before_);
+    expect_the_others_untouched();
 }
 
 TEST_F(Worker, RescueBlamesTheSuspectALostHostWasRunningAndRefundsTheEventsBesideIt) {

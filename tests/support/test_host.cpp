@@ -48,7 +48,9 @@ config::Config config_from(const dispatch::RuntimeOptions& options, const plugin
 TestHost::TestHost(dispatch::RuntimeOptions options, const std::vector<std::string>& plugin_files,
                    const plugin::HandlerConfigs& configs, std::chrono::milliseconds handler_timeout,
                    const std::map<std::string, config::HandlerSettings>& settings)
-    : TestHost(config_from(options, configs, handler_timeout, settings), plugin_files) {}
+    : TestHost(config_from(options, configs, handler_timeout, settings), plugin_files) {
+    incarnation_ = options.incarnation;
+}
 
 TestHost::TestHost(config::Config config, const std::vector<std::string>& plugin_files)
     : config_(std::move(config)), expected_plugins_(plugin_files.size()) {
@@ -74,7 +76,9 @@ TestHost::~TestHost() {
 }
 
 void TestHost::start() {
-    host_ = std::make_unique<app::Host>(config_, app::Host::Options{});
+    app::Host::Options options;
+    options.incarnation = incarnation_;
+    host_ = std::make_unique<app::Host>(config_, std::move(options));
     std::stop_source never;
     if (!host_->start(never.get_token())) throw std::runtime_error("test host did not start");
     handlers_ = host_->runtime()->handlers();

@@ -47,6 +47,7 @@ private:
     TempDir plugin_dir_;
     config::Config config_;
     std::size_t expected_plugins_ = 0;
+    std::string incarnation_;  // from the runtime options, when given them
     std::unique_ptr<app::Host> host_;
     std::shared_ptr<const routing::HandlerSet> handlers_;
 };

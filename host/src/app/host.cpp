@@ -12,6 +12,7 @@
 #include "db/migrator.hpp"
 #include "db/role_rights.hpp"
 #include "fleet/fleet_registry.hpp"
+#include "lease/lease_store.hpp"
 #include "lease/retention.hpp"
 #include "log/log.hpp"
 #include "operations/backlog_query.hpp"
@@ -168,7 +169,8 @@ std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& conf
 }
 
 Host::Host(config::Config config, Options options)
-    : config_(std::move(config)), options_(std::move(options)), host_id_(host_identity(config_.outbox.host_id)) {}
+    : config_(std::move(config)), options_(std::move(options)), host_id_(host_identity(config_.outbox.host_id)),
+      incarnation_(options_.incarnation.empty() ? lease::new_incarnation() : options_.incarnation) {}
 
 Host::~Host() {
     stop();
@@ -203,6 +205,8 @@ bool Host::start(std::stop_token stop) {
             if (!conn) return false;
         }
         check_least_privilege(*conn, config_.database.require_least_privilege);
+        // Two processes under one host id would each take the other's leases for lost ones.
+        if (auto twin = fleet::find_live_twin(*conn, host_id_, incarnation_, stop)) throw StartError(2, *twin);
     }
     if (stop.stop_requested()) return false;
 
@@ -214,8 +218,10 @@ bool Host::start(std::stop_token stop) {
     warn_about_unused_sections(config_, *handlers);
     if (stop.stop_requested()) return false;
 
-    runtime_ = std::make_unique<dispatch::Runtime>(dispatch::RuntimeOptions::from(config_, host_id_), handlers, metrics_,
-                                                   options_.on_fatal, options_.notifier);
+    dispatch::RuntimeOptions runtime_options = dispatch::RuntimeOptions::from(config_, host_id_);
+    runtime_options.incarnation = incarnation_;
+    runtime_ = std::make_unique<dispatch::Runtime>(std::move(runtime_options), handlers, metrics_, options_.on_fatal,
+                                                   options_.notifier);
 
     // The listener starts before any claim, so a host that cannot bind exits having done
     // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
@@ -229,7 +235,7 @@ bool Host::start(std::stop_token stop) {
                                       std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
                                                                           config_.outbox.lease_duration / 3),
                                       std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); },
-                                      db::Migrator().latest_version(), schema_accepted_},
+                                      db::Migrator().latest_version(), schema_accepted_, incarnation_},
         runtime_->outage(), runtime_->current_handlers());
     registry_service_.start("fleet registry", [this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.

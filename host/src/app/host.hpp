@@ -73,6 +73,8 @@ public:
         SystemdNotifier* notifier = nullptr;
         /// Builds the admin listener when admin.listen is not off (empty: no listener).
         AdminFactory admin;
+        /// This process's incarnation (empty: drawn at random, as `outboxd run` does).
+        std::string incarnation{};
     };
 
     Host(config::Config config, Options options);
@@ -103,6 +105,7 @@ private:
     config::Config config_;
     Options options_;
     std::string host_id_;
+    std::string incarnation_;  // this process's: its leases and its outbox_host row carry it
     int schema_accepted_ = 0;  // the database's schema version, checked at start
     metrics::Metrics metrics_;
     std::unique_ptr<PrivateDir> private_dir_;

@@ -281,7 +281,9 @@ const std::array kSettings{
             "`outbox_publish()` refuse event types not in the registry; `false` leaves the stored value as it is "
             "(only `--require-registered-types=false` switches it off)"},
     Setting{"outbox.host_id", "OUTBOX_HOST_ID", [](Config& c, const Value& v) { c.outbox.host_id = v.raw.text; },
-            "(`<hostname>:<pid>`)", "this host's name, shown as `lease_owner`", "text"},
+            "(`<hostname>:<pid>`)",
+            "this host's name, shown as `lease_owner`; one live process per id (a second one refuses to start, exit 2)",
+            "text"},
     Setting{"plugins.dir", "OUTBOX_PLUGIN_DIR", [](Config& c, const Value& v) { c.plugins.dir = v.raw.text; },
             "/usr/lib/outboxd/plugins", "the watched plugin directory", "a directory"},
     Setting{"admin.listen", "OUTBOX_ADMIN_LISTEN",

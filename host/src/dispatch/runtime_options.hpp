@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "lease/lease_store.hpp"
 
 namespace outbox::dispatch {
 
@@ -14,6 +15,8 @@ struct RuntimeOptions : config::Config::Outbox {
     std::string database_url;
     std::string session_url;  // database.session_url: LISTEN goes there when set
     int pool_size = 4;
+    /// This process's own: its claims record it, and only its own untracked leases are released.
+    std::string incarnation = lease::new_incarnation();
 
     static RuntimeOptions from(const config::Config& config, const std::string& host_id);
     /// A third of the lease: two missed beats still leave the lease valid.

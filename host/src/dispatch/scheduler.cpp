@@ -26,6 +26,7 @@ std::vector<std::string> tokens_of(const std::vector<lease::LeaseRef>& leases) {
 
 void Scheduler::run(std::stop_token stop) {
     db::DbSession session(options_.database_url, "scheduler", outage_);
+    const lease::LeaseOwner owner{options_.host_id, options_.incarnation};
     // The first pass claims normal work before it looks for suspects: after a restart a
     // backlog may be waiting, and the suspect lane does not compete with it for the first
     // claim. From the second pass on, suspects are looked for as before.
@@ -116,7 +117,7 @@ void Scheduler::run(std::stop_token stop) {
             int released = 0;
             if (!session.run(
                     [&](pqxx::connection& conn) {
-                        released = lease::LeaseStore(conn).release_untracked(options_.host_id, *claiming_since,
+                        released = lease::LeaseStore(conn).release_untracked(owner, *claiming_since,
                                                                              tokens_of(in_flight_.leases()));
                     },
                     stop)) {
@@ -139,7 +140,7 @@ void Scheduler::run(std::stop_token stop) {
             std::vector<lease::ClaimedEvent> claimed;
             if (!session.run(
                     [&](pqxx::connection& conn) {
-                        claimed = lease::LeaseStore(conn).claim(types, 1, options_.host_id, options_.lease_duration,
+                        claimed = lease::LeaseStore(conn).claim(types, 1, owner, options_.lease_duration,
                                                                 lease::ClaimKind::Suspect);
                     },
                     stop)) {
@@ -176,7 +177,7 @@ void Scheduler::run(std::stop_token stop) {
                 int left = room;
                 const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
                     if (limit <= 0 || claim_types.empty()) return;
-                    auto got = store.claim(claim_types, limit, options_.host_id, options_.lease_duration);
+                    auto got = store.claim(claim_types, limit, owner, options_.lease_duration);
                     more_due = more_due || static_cast<int>(got.size()) == limit;
                     left -= static_cast<int>(got.size());
                     for (auto& item : got) claimed.push_back(std::move(item));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -14,13 +15,24 @@ namespace {
 
 constexpr const char* kUpsertSql = R"SQL(
 INSERT INTO outbox_host (host_id, version, started_at, last_heartbeat_at, heartbeat_interval_ms, stopped_at, enabled, handlers,
-                         abandoned_threads, schema_needed, schema_supported_max)
-VALUES ($1, $2, to_timestamp($3::float8), now(), $4, CASE WHEN $5 THEN now() END, $6, $7::jsonb, $8, $9, $10)
+                         abandoned_threads, schema_needed, schema_supported_max, incarnation)
+VALUES ($1, $2, to_timestamp($3::float8), now(), $4, CASE WHEN $5 THEN now() END, $6, $7::jsonb, $8, $9, $10, $11)
 ON CONFLICT (host_id) DO UPDATE
 SET version = excluded.version, started_at = excluded.started_at, last_heartbeat_at = now(),
     heartbeat_interval_ms = excluded.heartbeat_interval_ms, stopped_at = excluded.stopped_at,
     enabled = excluded.enabled, handlers = excluded.handlers, abandoned_threads = excluded.abandoned_threads,
-    schema_needed = excluded.schema_needed, schema_supported_max = excluded.schema_supported_max
+    schema_needed = excluded.schema_needed, schema_supported_max = excluded.schema_supported_max,
+    incarnation = excluded.incarnation
+)SQL";
+
+// The row of another process running under this host id: not stopped, heartbeating within
+// three of its intervals, and of another incarnation (NULL: a host of 0.2.0).
+constexpr const char* kTwinSql = R"SQL(
+SELECT last_heartbeat_at::text, heartbeat_interval_ms, version,
+       to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+FROM outbox_host
+WHERE host_id = $1 AND stopped_at IS NULL AND incarnation IS DISTINCT FROM $2
+  AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond'
 )SQL";
 
 constexpr const char* kForgetSql = R"SQL(
@@ -118,6 +130,34 @@ FleetView read_fleet(pqxx::connection& conn) {
     return view;
 }
 
+std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::string& host_id,
+                                          const std::string& incarnation, const std::stop_token& stop) {
+    const auto read = [&]() -> std::optional<pqxx::row> {
+        pqxx::nontransaction tx(conn);
+        const pqxx::result rows = tx.exec_params(kTwinSql, host_id, incarnation);
+        if (rows.empty()) return std::nullopt;
+        return rows[0];
+    };
+    const auto first = read();
+    if (!first) return std::nullopt;
+    // A process that crashed a moment ago left a row that still looks live: it is only
+    // another process if its heartbeat moves on while this one watches.
+    const std::string beat = (*first)[0].c_str();
+    const auto interval = std::chrono::milliseconds{(*first)[1].as<long long>()};
+    const auto until = std::chrono::steady_clock::now() + interval + interval / 5 + std::chrono::milliseconds{500};
+    while (std::chrono::steady_clock::now() < until && !stop.stop_requested()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{100});
+        const auto now = read();
+        if (!now) return std::nullopt;
+        if (beat != (*now)[0].c_str()) {
+            return "another outboxd process is running as host id '" + host_id + "' (outbox_host: release " +
+                   (*now)[2].c_str() + ", started " + (*now)[3].c_str() +
+                   ", heartbeating); give each process its own outbox.host_id (OUTBOX_HOST_ID), or leave it unset";
+        }
+    }
+    return std::nullopt;
+}
+
 std::string release_summary(const FleetView& view) {
     // (release, schema needed) -> live hosts
     std::map<std::pair<int, std::string>, int, std::greater<>> releases;
@@ -180,7 +220,7 @@ void FleetRegistry::write(pqxx::connection& conn, bool stopping) {
     tx.exec_params(kUpsertSql, options_.host_id, options_.version, started,
                    static_cast<int>(options_.heartbeat_interval.count()), stopping, options_.enabled,
                    handlers_json(*handlers_.get()), options_.abandoned_threads ? options_.abandoned_threads() : 0,
-                   options_.schema_needed, options_.schema_supported_max);
+                   options_.schema_needed, options_.schema_supported_max, options_.incarnation);
     if (!stopping) tx.exec_params(kForgetSql, static_cast<long long>(options_.forget_after.count()));
 }
 

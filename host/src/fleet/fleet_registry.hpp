@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <map>
+#include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -65,6 +66,12 @@ struct FleetView {
 /// schema first; "no live host" when there is none.
 std::string release_summary(const FleetView& view);
 
+/// Another live process under `host_id` (a row not stopped, of another incarnation, whose
+/// heartbeat moves on while this watches, at most about one of its heartbeat intervals): a
+/// one-line description of it, or nothing (no such row, or its process has died and left it).
+std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::string& host_id,
+                                          const std::string& incarnation, const std::stop_token& stop);
+
 /// Reads the registry. Hosts silent for more than 3 of their heartbeat intervals are gone.
 FleetView read_fleet(pqxx::connection& conn);
 
@@ -88,6 +95,7 @@ public:
         std::function<int()> abandoned_threads;  // reported with every beat
         int schema_needed = 0;                     // the highest migration this release uses
         int schema_supported_max = 0;              // the database schema it checked at start
+        std::string incarnation{};                 // this process's (RuntimeOptions::incarnation)
     };
 
     FleetRegistry(Options options, db::OutageLog& outage, const routing::CurrentHandlers& handlers)

@@ -1,5 +1,9 @@
 #include "lease/lease_store.hpp"
 
+#include <cstdint>
+#include <cstdio>
+#include <random>
+
 #include <pqxx/pqxx>
 
 #include "db/aggregate_order.hpp"
@@ -42,7 +46,7 @@ WITH due AS (
 ), claimed AS (
     UPDATE event_publication e
     SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
-        lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
+        lease_incarnation = nullif($5, ''), lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
         version = e.version + 1, updated_at = now()
     WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM due))
     RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
@@ -89,7 +93,7 @@ WITH input AS (
                                THEN now() + i.delay_ms * interval '1 millisecond' ELSE e.next_attempt_at END,
         last_error_code = coalesce(i.error_code, e.last_error_code),
         completed_at = CASE WHEN i.status = 'COMPLETED' THEN now() END,
-        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        lease_owner = NULL, lease_incarnation = NULL, lease_token = NULL, lease_expires_at = NULL,
         version = e.version + 1, updated_at = now()
     FROM input i
     WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = i.event_id AND e.lease_token = i.lease_token
@@ -116,7 +120,7 @@ constexpr const char* kReleaseSet = R"SQL(
 UPDATE event_publication e
 SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END,
     attempt_count = greatest(e.attempt_count - 1, 0),
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+    lease_owner = NULL, lease_incarnation = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
 )SQL";
 
@@ -125,14 +129,14 @@ FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS
 WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = r.event_id AND e.lease_token = r.lease_token
 )SQL";
 
-// Leases of this process ($1 its owner name, claimed at or after $2, the server's clock when
-// it started claiming) that it no longer tracks ($3: every token it does track). The claim
-// sets updated_at and nothing but a status change touches it again, so a lease of a former
-// process with the same host_id (claimed before $2) is left to the rescuer and its
+// Leases of this process ($1 its host id, $4 its incarnation, claimed at or after $2, the
+// server's clock when it started claiming) that it no longer tracks ($3: every token it does
+// track). The incarnation keeps another live process with the same host_id out (review F5);
+// a lease of a former process with the same host_id is left to the rescuer and its
 // quarantine rules.
 const std::string kReleaseUntrackedSql = std::string(kReleaseSet) + R"SQL(
-WHERE e.status = 'PROCESSING' AND e.lease_owner = $1 AND e.updated_at >= $2::timestamptz
-  AND e.lease_token <> ALL ($3::uuid[])
+WHERE e.status = 'PROCESSING' AND e.lease_owner = $1 AND e.lease_incarnation = $4
+  AND e.updated_at >= $2::timestamptz AND e.lease_token <> ALL ($3::uuid[])
 )SQL";
 
 // Rescue: SKIP LOCKED so that hosts rescuing at the same moment split the work, and a row
@@ -168,7 +172,7 @@ UPDATE event_publication e
 SET status = CASE WHEN NOT r.bystander AND e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_WAIT' END,
     attempt_count = CASE WHEN r.bystander THEN greatest(e.attempt_count - 1, 0) ELSE e.attempt_count END,
     next_attempt_at = now(), last_error_code = 'WORKER_LOST',
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+    lease_owner = NULL, lease_incarnation = NULL, lease_token = NULL, lease_expires_at = NULL,
     version = e.version + 1, updated_at = now()
 FROM rescued r
 WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.event_id
@@ -200,19 +204,28 @@ std::vector<std::string> split_names(const pqxx::field& field) {
 
 }  // namespace
 
+std::string new_incarnation() {
+    std::random_device random;
+    std::uniform_int_distribution<std::uint64_t> digits;
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(digits(random)));
+    return text;
+}
+
 // Every method is a single statement, which PostgreSQL runs atomically on its own; running
 // it without BEGIN/COMMIT saves two round trips per claim, finish and heartbeat.
 LeaseStore::LeaseStore(pqxx::connection& conn) : conn_(conn) { prepare_once(conn_); }
 
 std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& event_types, int limit,
-                                            const std::string& owner, std::chrono::milliseconds lease,
+                                            const LeaseOwner& owner, std::chrono::milliseconds lease,
                                             ClaimKind kind) {
     std::vector<ClaimedEvent> claimed;
     if (event_types.empty() || limit <= 0) return claimed;
     const bool suspect = kind == ClaimKind::Suspect;
     const pqxx::result rows =
         db::exec_statement(conn_, suspect ? "outbox_claim_suspect" : "outbox_claim", suspect ? kClaimSuspectSql : kClaimSql,
-                           db::pg_array(event_types), suspect ? 1 : limit, owner, static_cast<long long>(lease.count()));
+                           db::pg_array(event_types), suspect ? 1 : limit, owner.host_id, static_cast<long long>(lease.count()),
+                           owner.incarnation);
     claimed.reserve(rows.size());
     for (const auto& row : rows) {
         ClaimedEvent item;
@@ -285,10 +298,10 @@ int LeaseStore::release(const std::vector<LeaseRef>& leases) {
     return static_cast<int>(rows.affected_rows());
 }
 
-int LeaseStore::release_untracked(const std::string& owner, const std::string& since,
+int LeaseStore::release_untracked(const LeaseOwner& owner, const std::string& since,
                                   const std::vector<std::string>& tracked_tokens) {
-    const pqxx::result rows = db::exec_statement(conn_, "outbox_release_untracked", kReleaseUntrackedSql, owner, since,
-                                                 db::pg_array(tracked_tokens));
+    const pqxx::result rows = db::exec_statement(conn_, "outbox_release_untracked", kReleaseUntrackedSql, owner.host_id,
+                                                 since, db::pg_array(tracked_tokens), owner.incarnation);
     return static_cast<int>(rows.affected_rows());
 }
 

@@ -20,6 +20,17 @@ struct ClaimedEvent {
     std::vector<std::string> consumed_by;
 };
 
+/// Who holds a lease: the host's id (outbox.host_id, shown as lease_owner) and the
+/// incarnation of its process, drawn at start. Two live processes may share an id (a shared
+/// configuration, or `node:1` in PID namespaces); their incarnations tell them apart.
+struct LeaseOwner {
+    std::string host_id;
+    std::string incarnation;  // empty: the claim records none (tools and tests)
+};
+
+/// A new incarnation: 16 random hex digits.
+std::string new_incarnation();
+
 /// The identity of one lease: every write out of PROCESSING names both.
 struct LeaseRef {
     std::string event_id;
@@ -51,7 +62,7 @@ public:
     /// SKIP LOCKED: attempt_count + 1, a new lease_token, lease_expires_at = now + lease.
     /// Commits before returning, so no lock is held while handlers run.
     /// Suspects are never part of a Normal claim; a Suspect claim takes at most one.
-    std::vector<ClaimedEvent> claim(const std::vector<std::string>& event_types, int limit, const std::string& owner,
+    std::vector<ClaimedEvent> claim(const std::vector<std::string>& event_types, int limit, const LeaseOwner& owner,
                                     std::chrono::milliseconds lease, ClaimKind kind = ClaimKind::Normal);
 
     /// Applies a batch of attempt outcomes in one statement. Returns the lease tokens whose
@@ -65,12 +76,13 @@ public:
     /// not counted and the event is due again at once. Returns how many were released.
     int release(const std::vector<LeaseRef>& leases);
 
-    /// Releases (as release() does) the PROCESSING rows of `owner` claimed at or after
-    /// `since` (server time, from server_time()) whose token is not in `tracked_tokens`:
+    /// Releases (as release() does) the PROCESSING rows of `owner` (host id and incarnation:
+    /// never another live process's, nor a former process's with the same id) claimed at or
+    /// after `since` (server time, from server_time()) whose token is not in `tracked_tokens`:
     /// leases whose claim answer or stored outcome was lost with a connection (a failover
     /// loses asynchronously committed bookkeeping). The caller must not have a claim in
     /// flight. Returns how many were released.
-    int release_untracked(const std::string& owner, const std::string& since,
+    int release_untracked(const LeaseOwner& owner, const std::string& since,
                           const std::vector<std::string>& tracked_tokens);
 
     /// The server's clock (now(), as text).

@@ -1,0 +1,90 @@
+// One host id, one live process (review F5): a second `outboxd run` under the id of a live
+// host refuses to start, and a process restarted under its id after a crash starts and
+// leaves the crashed process's leases to the rescuer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <signal.h>
+
+#include "support/child_process.hpp"
+#include "support/pg_fixture.hpp"
+#include "support/plugin_dir.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_host.hpp"
+
+namespace outbox::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::map<std::string, std::string> host_env(const std::string& url, const fs::path& plugins, const std::string& lease) {
+    auto env = outboxd_env(url, plugins);
+    env["OUTBOX_HOST_ID"] = "shared-id";
+    env["OUTBOX_LEASE_DURATION"] = lease;
+    return env;
+}
+
+TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitTwo) {
+    TestDatabase db;
+    TempDir dir;
+    create_scripted_effect_table(db.url());
+    const fs::path plugins = scripted_plugin_dir(dir.path());
+    const std::string first_log = (dir.path() / "first.log").string();
+    ChildProcess first({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "2s"), first_log);
+    ASSERT_TRUE(wait_until([&] { return read_file(first_log).find("started as shared-id") != std::string::npos; }, 20s))
+        << read_file(first_log);
+
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "2s"), 30s);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("another outboxd process is running as host id 'shared-id'"), std::string::npos) << output;
+    EXPECT_EQ(output.find("started as"), std::string::npos) << "it never started: " << output;
+
+    // The first host was not disturbed.
+    publish_many(db.url(), "TestRequested", R"({"db": true})", 3);
+    EXPECT_TRUE(wait_until([&] {
+        return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "3";
+    }, 15s));
+    first.signal(SIGTERM);
+    EXPECT_EQ(first.wait(20s), std::optional<int>(0));
+}
+
+TEST(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOldLeasesToTheRescuer) {
+    TestDatabase db;
+    TempDir dir;
+    create_scripted_effect_table(db.url());
+    const fs::path plugins = scripted_plugin_dir(dir.path());
+    const std::string first_log = (dir.path() / "first.log").string();
+    ChildProcess first({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "20s"), first_log);
+    const auto ids = publish_many(db.url(), "TestRequested", R"({"db": true, "sleep_ms": 60000})", 1);
+    ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT status FROM event_publication WHERE event_id = '" + ids[0] + "'") ==
+                                        "PROCESSING"; }, 20s))
+        << read_file(first_log);
+    const std::string old_incarnation =
+        db.scalar("SELECT lease_incarnation FROM event_publication WHERE event_id = '" + ids[0] + "'");
+    EXPECT_EQ(old_incarnation.size(), 16u) << "the claim records its process's incarnation";
+    first.signal(SIGKILL);
+    first.wait(10s);
+
+    // Restarted at once, while the crashed process's row still looks live (heartbeat every 5 s).
+    const std::string second_log = (dir.path() / "second.log").string();
+    const auto restarted_at = std::chrono::steady_clock::now();
+    ChildProcess second({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "20s"), second_log);
+    ASSERT_TRUE(wait_until([&] { return read_file(second_log).find("started as shared-id") != std::string::npos; }, 20s))
+        << read_file(second_log);
+    EXPECT_LT(std::chrono::steady_clock::now() - restarted_at, 15s);
+    EXPECT_TRUE(wait_until([&] {
+        const std::string now = db.scalar("SELECT coalesce(incarnation, '') FROM outbox_host WHERE host_id = 'shared-id'");
+        return now.size() == 16 && now != old_incarnation;
+    }, 10s)) << "the new process writes the row with an incarnation of its own";
+    // The crashed process's lease is not the new one's: it stays until it expires and the
+    // rescuer takes it (WORKER_LOST), which UntrackedLeases.* and the fault tier cover.
+    EXPECT_EQ(db.scalar("SELECT status || ' ' || lease_incarnation FROM event_publication WHERE event_id = '" + ids[0] + "'"),
+              "PROCESSING " + old_incarnation);
+    second.signal(SIGTERM);
+    second.wait(20s);
+}
+
+}  // namespace
+}  // namespace outbox::test
