@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -165,6 +166,7 @@ TEST(PublishMany, EightPublishersOnSharedAggregatesNeverDeadlockAndKeepCommitOrd
             total += batch.ids.size();
         }
     }
+    std::cout << "seed " << seed << ": " << total << " events published\n";
     ASSERT_GT(total, 1000U) << "the run published too little to show anything";
     EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication"), std::to_string(total)) << "every event present";
     std::map<std::string, std::vector<std::string>> stored;
