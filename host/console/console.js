@@ -249,8 +249,18 @@
       el('tr', { 'data-handler': row.handler }, el('td', { text: row.handler }),
         el('td', { class: 'num', title: row.oldest_seconds + ' s', text: duration(row.oldest_seconds) })));
 
+    const headRows = (data.blocking_heads || []).map((h) =>
+      el('tr', { 'data-blocking-head': h.event_id },
+        el('td', {}, el('a', { href: '#/event/' + h.event_id, class: 'mono', text: h.event_id })),
+        el('td', { text: h.event_type }), el('td', { text: h.status }),
+        el('td', { class: 'num', text: String(h.successors) })));
+
     return [
       el('h2', { text: 'Events by status' }), cards,
+      el('h2', { text: 'Blocking heads no handler supports' }),
+      el('p', { class: 'hint', text: 'No loaded handler supports these events\' types, so the later events of their aggregates wait; discard one to release them.' }),
+      table('blocking-heads', [{ label: 'Event' }, { label: 'Event type' }, { label: 'Status' }, { label: 'Successors waiting', num: true }],
+        headRows, 'No aggregate is blocked by an event nobody handles.'),
       el('h2', { text: 'Completed and failed per minute, last hour' }), sparkline(data.per_minute || []),
       el('h2', { text: 'By event type' }),
       table('by-event-type', [{ label: 'Event type' }].concat(STATUSES.map((s) => ({ label: s, num: true }))), typeRows,

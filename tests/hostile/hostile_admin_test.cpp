@@ -523,6 +523,7 @@ const std::vector<Route>& every_route() {
         {"GET", "/api/v1/admin/outbox-events/{param}/history"},
         {"POST", "/api/v1/admin/outbox-events/{param}/retry"},
         {"POST", "/api/v1/admin/outbox-events/{param}/discard"},
+        {"POST", "/api/v1/admin/outbox-events/{param}/cancel"},
         {"POST", "/api/v1/admin/outbox-events/retry"},
         {"POST", "/api/v1/admin/handlers/{param}/pause"},
         {"POST", "/api/v1/admin/handlers/{param}/resume"},

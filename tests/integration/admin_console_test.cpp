@@ -197,6 +197,28 @@ TEST_F(AdminConsole, TheOverviewEqualsTheDatabaseForTheCallersCompanyOnly) {
     get_json("/api/v1/admin/overview", mint_hs256(token_claims("ADMIN", "acme"), "another-secret-0123456789abcdef"), 401);
 }
 
+// A waiting head whose type no known handler supports holds back its aggregate for good:
+// the overview names it (with its successors) so an operator can discard it. A head of a
+// handled type, and another company's, are not listed.
+TEST_F(AdminConsole, TheOverviewNamesHeadsThatBlockTheirAggregateWhileNoHandlerSupportsTheirType) {
+    live_host(R"([{"handler": "h", "event_types": ["Handled"]}])");
+    const auto publish = [&](const std::string& company, const std::string& type, const std::string& key) {
+        return db_.scalar("SELECT outbox_publish('" + company + "', '" + type + "', '{}', '" + key + "')");
+    };
+    const std::string head = publish("acme", "RemovedType", "user-1");
+    publish("acme", "Handled", "user-1");
+    publish("acme", "Handled", "user-1");
+    publish("acme", "Handled", "user-2");
+    publish("acme", "Handled", "user-2");
+    publish("acme", "RemovedType", "user-3");  // alone: blocks nothing
+    publish("globex", "RemovedType", "user-1");
+    publish("globex", "Handled", "user-1");
+    const json overview = get_json("/api/v1/admin/overview", token("VIEWER"));
+    EXPECT_EQ(overview["blocking_heads"],
+              json::array({{{"event_id", head}, {"event_type", "RemovedType"}, {"status", "PENDING"}, {"successors", 2}}}))
+        << overview;
+}
+
 TEST_F(AdminConsole, EachCompanysOverviewIsComputedOncePerCachePeriod) {
     restart([](admin::AdminOptions& options) { options.metrics_cache = std::chrono::hours{1}; });
     event_in("PENDING");

@@ -111,6 +111,18 @@ TEST(DbRoles, PublisherCanPublishButCannotTouchTables) {
     EXPECT_EQ(sqlstate_as(db, roles.publisher, "SELECT * FROM event_consumption"), kDenied);
     // A role that was granted nothing cannot publish: PUBLIC has no EXECUTE on outbox_publish.
     EXPECT_EQ(sqlstate_as(db, roles.other, kPublishSql), kDenied);
+    // The batch publish is granted with it, and adds no privilege of its own.
+    constexpr const char* kPublishManySql =
+        R"(SELECT * FROM outbox_publish_many('acme', '[{"event_type": "ThingHappened", "payload": {}, )"
+        R"("aggregate_key": "k-1"}]'))";
+    EXPECT_EQ(sqlstate_as(db, roles.other, kPublishManySql), kDenied);
+    {
+        pqxx::connection conn{outbox::test::with_user(db.url(), roles.publisher)};
+        pqxx::work tx{conn};
+        tx.exec(kPublishManySql);
+        tx.commit();
+    }
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication WHERE aggregate_key = 'k-1'"), "1");
     // The screening runs inside the SECURITY DEFINER function for the publisher too.
     EXPECT_EQ(sqlstate_as(db, roles.publisher,
                           "SELECT outbox_publish('acme', 'ThingHappened', '{}'::jsonb, 'ann@example.com')"),

@@ -254,6 +254,60 @@ TEST_F(Ordering, OutboxdStatusCountsTheBlockedEventsAndDoesNotCallThemUnhandled)
     EXPECT_EQ(blocked_by(head), nlohmann::json(nullptr));
 }
 
+// A PENDING head whose type no loaded handler supports (a removed plugin, a misspelt type)
+// would hold back its aggregate forever: `outboxd status` names it, and an operator's
+// discard (PENDING is discardable, PROCESSING never) releases its 100 successors in order.
+TEST_F(Ordering, AnUnhandledHeadIsNamedByStatusAndDiscardingItReleasesItsHundredSuccessorsInOrder) {
+    constexpr int kSuccessors = 100;
+    std::string head;
+    std::vector<std::string> successors;
+    {
+        pqxx::connection conn(db_.url());
+        pqxx::work tx(conn);
+        head = tx.exec1("SELECT outbox_publish('acme', 'RemovedPluginType', '{}', 'user-x')::text")[0].as<std::string>();
+        // generate_series yields 1..100 in order and the calls run in that order.
+        for (const auto& row : tx.exec_params("SELECT outbox_publish('acme', 'OrderedStep', '{}', 'user-x')::text "
+                                              "FROM generate_series(1, $1) AS s(n) ORDER BY n",
+                                              kSuccessors)) {
+            successors.push_back(row[0].as<std::string>());
+        }
+        tx.commit();
+    }
+    const auto host = start_host();
+    const auto unkeyed = publish("");
+    ASSERT_TRUE(wait_until([&] { return status_of(unkeyed) == "COMPLETED"; }, 20s));
+    ASSERT_TRUE(wait_until([&] { return count("SELECT count(*) FROM outbox_host WHERE stopped_at IS NULL") > 0; }, 20s));
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE aggregate_key = 'user-x' AND attempt_count > 0"), 0)
+        << "nothing of the blocked aggregate runs while its head waits";
+
+    config::Config config;
+    config.database.url = db_.url();
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(app::status_command(config), 0);
+    const std::string output = testing::internal::GetCapturedStdout();
+    const auto section = output.find("HEADS BLOCKING THEIR AGGREGATE THAT NO LIVE HOST HANDLES");
+    ASSERT_NE(section, std::string::npos) << output;
+    const auto line_start = output.find(head, section);
+    ASSERT_NE(line_start, std::string::npos) << "status names the head\n" << output;
+    const std::string line = output.substr(line_start, output.find('\n', line_start) - line_start);
+    EXPECT_NE(line.find("RemovedPluginType"), std::string::npos) << line;
+    EXPECT_NE(line.find("PENDING"), std::string::npos) << line;
+    EXPECT_NE(line.find("100 successor(s) waiting"), std::string::npos) << line;
+
+    pqxx::connection conn(db_.url());
+    operations::DiscardRequest request{head, version_of(head), "the plugin for this type was removed", "key-h",
+                                       "alice", "acme", "api"};
+    ASSERT_TRUE(std::holds_alternative<operations::DiscardAccepted>(operations::DiscardService(conn).discard(request)));
+    EXPECT_EQ(count("SELECT count(*) FROM outbox_discard WHERE event_id = '" + head +
+                    "' AND previous_status = 'PENDING'"),
+              1);
+    ASSERT_TRUE(wait_until([&] { return status_of(successors.back()) == "COMPLETED"; }, 30s));
+    EXPECT_EQ(status_of(head), "DISCARDED");
+    EXPECT_EQ(starts()["user-x"], successors) << "the successors run once each, in publish order; the head never";
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE aggregate_key = 'user-x' AND status = 'COMPLETED'"),
+              kSuccessors);
+}
+
 // A handler that uses ctx.db() completes the event in its own transaction (the fence); the
 // host then claims the aggregate's next event at once (its workers wake the scheduler after
 // every event), not at its next poll.

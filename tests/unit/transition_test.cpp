@@ -162,13 +162,32 @@ TEST(OperatorTransition, DiscardOfAReviewedEventMakesItDiscarded) {
     EXPECT_EQ(operator_transition(EventStatus::ReviewRequired, OperatorAction::Discard), EventStatus::Discarded);
 }
 
-TEST(OperatorTransition, OnlyReviewedEventsCanBeRetriedOrDiscarded) {
+TEST(OperatorTransition, OnlyReviewedEventsCanBeRetried) {
     for (const auto status : {EventStatus::Pending, EventStatus::Processing, EventStatus::RetryWait,
                               EventStatus::Completed, EventStatus::Discarded}) {
-        for (const auto action : {OperatorAction::Retry, OperatorAction::Discard}) {
-            EXPECT_FALSE(operator_transition(status, action).has_value())
-                << outbox::core::to_text(status) << " must not move on an operator action";
-        }
+        EXPECT_FALSE(operator_transition(status, OperatorAction::Retry).has_value())
+            << outbox::core::to_text(status) << " must not be retried";
+    }
+}
+
+TEST(OperatorTransition, AWaitingEventCanBeDiscardedButNeverARunningOrFinishedOne) {
+    for (const auto status : {EventStatus::Pending, EventStatus::RetryWait}) {
+        EXPECT_EQ(operator_transition(status, OperatorAction::Discard), EventStatus::Discarded)
+            << outbox::core::to_text(status) << " can block its aggregate's successors, so it can be discarded";
+    }
+    for (const auto status : {EventStatus::Processing, EventStatus::Completed, EventStatus::Discarded}) {
+        EXPECT_FALSE(operator_transition(status, OperatorAction::Discard).has_value())
+            << outbox::core::to_text(status) << " must not be discarded";
+    }
+}
+
+TEST(OperatorTransition, CancelDiscardsOnlyAWaitingEvent) {
+    EXPECT_EQ(operator_transition(EventStatus::Pending, OperatorAction::Cancel), EventStatus::Discarded);
+    EXPECT_EQ(operator_transition(EventStatus::RetryWait, OperatorAction::Cancel), EventStatus::Discarded);
+    for (const auto status : {EventStatus::Processing, EventStatus::ReviewRequired, EventStatus::Completed,
+                              EventStatus::Discarded}) {
+        EXPECT_FALSE(operator_transition(status, OperatorAction::Cancel).has_value())
+            << outbox::core::to_text(status) << " must not be cancelled";
     }
 }
 

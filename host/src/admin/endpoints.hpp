@@ -16,7 +16,8 @@ void add_retry_endpoints(Router& router, AdminContext& context);
 /// POST /api/v1/admin/outbox-events/retry (bulk re-drive) and
 /// POST /api/v1/admin/handlers/{name}/pause|resume.
 void add_operator_endpoints(Router& router, AdminContext& context);
-/// POST /api/v1/admin/outbox-events/{id}/discard (the same request and answers as the retry).
+/// POST /api/v1/admin/outbox-events/{id}/discard and .../{id}/cancel (the same request and
+/// answers as the retry).
 void add_discard_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/fleet.
 void add_fleet_endpoints(Router& router, AdminContext& context);

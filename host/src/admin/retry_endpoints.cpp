@@ -1,5 +1,6 @@
-// POST /api/v1/admin/outbox-events/{id}/retry and .../{id}/discard: an ADMIN re-drives, or
-// gives up on, a REVIEW_REQUIRED event of its company. Both take the same request and give
+// POST /api/v1/admin/outbox-events/{id}/retry, .../{id}/discard and .../{id}/cancel: an ADMIN
+// re-drives a REVIEW_REQUIRED event of its company, gives up on a REVIEW_REQUIRED, PENDING or
+// RETRY_WAIT one, or cancels a PENDING or RETRY_WAIT one. All take the same request and give
 // the same answers (RetryService and DiscardService do the work, shared with the CLI).
 #include <functional>
 
@@ -123,6 +124,14 @@ void add_discard_endpoints(Router& router, AdminContext& context) {
                      EventAction{"discard events", "DISCARDED", "discard accepted: event is DISCARDED",
                                  [](pqxx::connection& conn, const operations::RetryRequest& request) {
                                      return operations::DiscardService(conn).discard(request);
+                                 },
+                                 [](AdminContext& ctx) {
+                                     ctx.metrics().event_outcome(metrics::Metrics::Outcome::Discarded);
+                                 }});
+    add_event_action(router, context, "/api/v1/admin/outbox-events/{id}/cancel",
+                     EventAction{"cancel events", "DISCARDED", "cancel accepted: event is DISCARDED",
+                                 [](pqxx::connection& conn, const operations::RetryRequest& request) {
+                                     return operations::DiscardService(conn).cancel(request);
                                  },
                                  [](AdminContext& ctx) {
                                      ctx.metrics().event_outcome(metrics::Metrics::Outcome::Discarded);

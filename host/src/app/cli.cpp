@@ -31,7 +31,7 @@ int run_cli(int argc, char** argv, const AdminFactory& admin) {
     migrate->add_option("--runtime-role", roles.runtime,
                         "existing role `outboxd run` connects as; granted exactly what the runtime needs");
     migrate->add_option("--publisher-role", roles.publisher,
-                        "existing role publishers connect as; granted EXECUTE on outbox_publish only");
+                        "existing role publishers connect as; granted EXECUTE on outbox_publish and outbox_publish_many only");
     bool offline = false;
     migrate->add_flag("--offline", offline,
                       "apply migrations that are not online even while hosts of an older release are live "

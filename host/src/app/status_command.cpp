@@ -1,5 +1,8 @@
 #include <iomanip>
 #include <iostream>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <pqxx/pqxx>
 
@@ -66,12 +69,24 @@ void print_fleet(const fleet::FleetView& view) {
     }
 }
 
+// The event types the live hosts' loaded handlers support (a stopped or silent host's do
+// not count: nothing claims for it).
+std::vector<std::string> live_handled_types(const fleet::FleetView& view) {
+    std::set<std::string> types;
+    for (const auto& host : view.hosts) {
+        if (!host.live) continue;
+        for (const auto& handler : host.handlers) types.insert(handler.event_types.begin(), handler.event_types.end());
+    }
+    return {types.begin(), types.end()};
+}
+
 }  // namespace
 
 int status_command(const config::Config& config) {
     try {
         auto conn = db::open_connection(config.database.url);
-        const operations::StatusReport report = operations::read_status_report(*conn);
+        const fleet::FleetView fleet = fleet::read_fleet(*conn);
+        const operations::StatusReport report = operations::read_status_report(*conn, live_handled_types(fleet));
         std::cout << "EVENTS BY STATUS AND TYPE\n";
         std::cout << std::left << std::setw(18) << "STATUS" << std::setw(32) << "EVENT TYPE" << "COUNT\n";
         for (const auto& row : report.counts) {
@@ -84,6 +99,13 @@ int status_command(const config::Config& config) {
         for (const auto& row : report.unhandled) {
             std::cout << std::setw(32) << safe(row.event_type) << row.count << " event(s), oldest " << row.oldest_seconds
                       << "s\n";
+        }
+        std::cout << "\nHEADS BLOCKING THEIR AGGREGATE THAT NO LIVE HOST HANDLES (discard one to release its successors)\n";
+        if (report.blocking_heads.empty()) std::cout << "none\n";
+        for (const auto& head : report.blocking_heads) {
+            std::cout << std::setw(38) << head.event_id << std::setw(20) << safe(head.company_id) << std::setw(32)
+                      << safe(head.event_type) << std::setw(12) << head.status << head.successors
+                      << " successor(s) waiting\n";
         }
         std::cout << "\nREVIEW_REQUIRED BY TYPE AND CODE\n";
         if (report.review.empty()) std::cout << "none\n";
@@ -103,7 +125,7 @@ int status_command(const config::Config& config) {
             std::cout << std::setw(32) << safe(p.handler) << "paused since " << safe(p.paused_at) << " by " << safe(p.paused_by)
                       << "\n";
         }
-        print_fleet(fleet::read_fleet(*conn));
+        print_fleet(fleet);
         return 0;
     } catch (const std::exception&) {
         std::cerr << "outboxd status: " << db::classify_db_error(std::current_exception()).describe()

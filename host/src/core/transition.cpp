@@ -33,8 +33,12 @@ std::optional<Transition> decide_transition(const std::vector<HandlerOutcome>& o
 }
 
 std::optional<EventStatus> operator_transition(EventStatus from, OperatorAction action) noexcept {
-    if (from != EventStatus::ReviewRequired) return std::nullopt;
-    return action == OperatorAction::Retry ? EventStatus::Pending : EventStatus::Discarded;
+    if (action == OperatorAction::Retry) {
+        return from == EventStatus::ReviewRequired ? std::optional(EventStatus::Pending) : std::nullopt;
+    }
+    const bool waiting = from == EventStatus::Pending || from == EventStatus::RetryWait;
+    const bool discardable = waiting || (action == OperatorAction::Discard && from == EventStatus::ReviewRequired);
+    return discardable ? std::optional(EventStatus::Discarded) : std::nullopt;
 }
 
 std::string sanitize_error_code(const std::string& code) { return is_error_code(code) ? code : std::string("INVALID_ERROR_CODE"); }

@@ -46,10 +46,14 @@ std::optional<Transition> decide_transition(const std::vector<HandlerOutcome>& o
 enum class OperatorAction {
     Retry,    // run it again from attempt 1
     Discard,  // give up on it: handlers never run it again, its aggregate's later events go on
+    Cancel,   // give up on it before it failed: a Discard of a PENDING or RETRY_WAIT event only
 };
 
-/// Where an operator action moves an event in `from`: only REVIEW_REQUIRED events can be
-/// retried (-> PENDING) or discarded (-> DISCARDED); nullopt for every other status.
+/// Where an operator action moves an event in `from`: a REVIEW_REQUIRED event can be
+/// retried (-> PENDING); a REVIEW_REQUIRED, PENDING or RETRY_WAIT one discarded (->
+/// DISCARDED), so a head no host handles can be cleared; a PENDING or RETRY_WAIT one
+/// cancelled (-> DISCARDED). Never a PROCESSING one: a handler may be running it. nullopt
+/// for every other pair.
 std::optional<EventStatus> operator_transition(EventStatus from, OperatorAction action) noexcept;
 
 inline constexpr const char* kWorkerLostCode = "WORKER_LOST";

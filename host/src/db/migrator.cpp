@@ -498,7 +498,7 @@ void grant_publisher(pqxx::transaction_base& tx, const std::string& schema, cons
     for (const auto& [name, table] : outbox_tables(tx, schema)) tx.exec0("REVOKE ALL ON " + table + " FROM " + r);
     for (const auto& row : tx.exec_params(
              "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p "
-             "WHERE p.proname = 'outbox_publish' AND p.pronamespace = $1::regnamespace",
+             "WHERE p.proname IN ('outbox_publish', 'outbox_publish_many') AND p.pronamespace = $1::regnamespace",
              schema)) {
         tx.exec0("GRANT EXECUTE ON FUNCTION " + row[0].as<std::string>() + " TO " + r);
     }

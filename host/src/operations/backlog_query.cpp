@@ -83,6 +83,20 @@ const std::string kUnhandledSql =
     "AND NOT (p.aggregate_seq IS NOT NULL AND " + held_back("p") + ") "
     "GROUP BY event_type ORDER BY event_type";
 
+// Heads of their aggregate (nothing holds them back) that hold back waiting events and whose
+// type is none of $1: the claim never takes them, so their successors never run.
+const std::string kUnhandledHeadsSql =
+    "SELECT h.event_id::text, h.company_id, h.event_type, h.status, "
+    "(SELECT count(*) FROM event_publication later WHERE later.status IN ('PENDING', 'RETRY_WAIT') AND " +
+    db::holds_back("h", "later") + ") AS successors "
+    "FROM event_publication h "
+    "WHERE h.status IN ('PENDING', 'RETRY_WAIT') AND h.aggregate_seq IS NOT NULL "
+    "AND ($2::text IS NULL OR h.company_id = $2) AND h.event_type <> ALL ($1::text[]) "
+    "AND NOT EXISTS (SELECT 1 FROM event_publication earlier WHERE " + db::holds_back("earlier", "h") + ") "
+    "AND EXISTS (SELECT 1 FROM event_publication later WHERE later.status IN ('PENDING', 'RETRY_WAIT') AND " +
+    db::holds_back("h", "later") + ") "
+    "ORDER BY successors DESC, h.occurred_at LIMIT 20";
+
 constexpr const char* kReviewSql = R"SQL(
 SELECT event_type, coalesce(last_error_code, '-'), count(*) FROM event_publication
 WHERE status = 'REVIEW_REQUIRED' GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
@@ -161,7 +175,18 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const routing::HandlerS
     return gauges;
 }
 
-StatusReport read_status_report(pqxx::connection& conn) {
+std::vector<BlockingHead> read_unhandled_blocking_heads(pqxx::transaction_base& tx,
+                                                        const std::vector<std::string>& handled_types,
+                                                        const std::optional<std::string>& company_id) {
+    std::vector<BlockingHead> heads;
+    for (const auto& row : tx.exec_params(kUnhandledHeadsSql, db::pg_array(handled_types), company_id)) {
+        heads.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
+                         row[3].as<std::string>(), row[4].as<long long>()});
+    }
+    return heads;
+}
+
+StatusReport read_status_report(pqxx::connection& conn, const std::vector<std::string>& handled_types) {
     pqxx::read_transaction tx(conn);
     StatusReport report;
     for (const auto& row : tx.exec(kCountsSql)) {
@@ -175,6 +200,7 @@ StatusReport read_status_report(pqxx::connection& conn) {
     for (const auto& row : tx.exec(kReviewSql)) {
         report.review.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
     }
+    report.blocking_heads = read_unhandled_blocking_heads(tx, handled_types, std::nullopt);
     tx.commit();
     return report;
 }

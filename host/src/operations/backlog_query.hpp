@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,17 @@ std::map<std::string, double> read_handler_oldest_delays(pqxx::transaction_base&
                                                          const std::vector<HandlerTypes>& handlers,
                                                          const std::string& company_id);
 
+/// A waiting event (PENDING or RETRY_WAIT) first in its aggregate, with later events it holds
+/// back, whose type no handler in `handled_types` supports: nothing will ever run it, so its
+/// successors wait until an operator discards it.
+struct BlockingHead {
+    std::string event_id;
+    std::string company_id;
+    std::string event_type;
+    std::string status;
+    long long successors = 0;  // waiting events of its aggregate after it
+};
+
 /// What `outboxd status` reports about events, across every company.
 struct StatusReport {
     struct Count {
@@ -62,10 +74,17 @@ struct StatusReport {
     long long blocked = 0;           // waiting behind an earlier event of their aggregate
     std::vector<Unhandled> unhandled;
     std::vector<ReviewGroup> review;  // the largest group first
+    std::vector<BlockingHead> blocking_heads;
 };
 
-/// Reads the report in one read-only transaction. Throws on failure.
-StatusReport read_status_report(pqxx::connection& conn);
+/// At most 20 blocking heads (of `company_id`, or of every company), the most successors first.
+std::vector<BlockingHead> read_unhandled_blocking_heads(pqxx::transaction_base& tx,
+                                                        const std::vector<std::string>& handled_types,
+                                                        const std::optional<std::string>& company_id);
+
+/// Reads the report in one read-only transaction; `handled_types` are the event types the
+/// live hosts' loaded handlers support (for `blocking_heads`). Throws on failure.
+StatusReport read_status_report(pqxx::connection& conn, const std::vector<std::string>& handled_types);
 
 /// SELECT 1 under `timeout`; throws when the database does not answer.
 void ping_database(pqxx::connection& conn, std::chrono::milliseconds timeout);

@@ -122,13 +122,25 @@ json read_overview(pqxx::connection& conn, const routing::HandlerSet& local, con
         per_minute.push_back(
             {{"minute", row[0].c_str()}, {"completed", row[1].as<long long>()}, {"failed", row[2].as<long long>()}});
     }
+    std::vector<std::string> handled_types;
+    for (const auto& handler : handlers) {
+        handled_types.insert(handled_types.end(), handler.event_types.begin(), handler.event_types.end());
+    }
+    json blocking_heads = json::array();
+    for (const auto& head : read_unhandled_blocking_heads(tx, handled_types, company_id)) {
+        blocking_heads.push_back({{"event_id", head.event_id},
+                                  {"event_type", head.event_type},
+                                  {"status", head.status},
+                                  {"successors", head.successors}});
+    }
     const std::string generated_at = tx.exec1(kNowSql)[0].c_str();
     tx.commit();
     return json{{"generated_at", generated_at},
                 {"counts", std::move(counts)},
                 {"by_event_type", std::move(by_type)},
                 {"oldest_unfinished", std::move(oldest)},
-                {"per_minute", std::move(per_minute)}};
+                {"per_minute", std::move(per_minute)},
+                {"blocking_heads", std::move(blocking_heads)}};
 }
 
 json read_review_groups(pqxx::connection& conn, const std::string& company_id) {

@@ -70,6 +70,7 @@ void wake_type(pqxx::work& tx, const std::string&, const std::string& event_type
 
 const EventAction kRetry{.action = core::OperatorAction::Retry,
                          .verb = "retried",
+                         .allowed = "a REVIEW_REQUIRED event",
                          .record_table = "outbox_manual_retry",
                          .record_key = "manual_retry_id",
                          .audit_action = "outbox.manual_retry",
@@ -136,7 +137,7 @@ RetryResult attempt(pqxx::connection& conn, const EventAction& action, const Ret
     const auto current = core::status_from_text(status);
     if (!current || !core::operator_transition(*current, action.action)) {
         return RetryConflict{"NOT_IN_REVIEW",
-                             std::string("only a REVIEW_REQUIRED event can be ") + action.verb + "; it is " + status,
+                             std::string("only ") + action.allowed + " can be " + action.verb + "; it is " + status,
                              version, status};
     }
     if (version != request.expected_version) {

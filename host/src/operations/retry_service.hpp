@@ -80,6 +80,7 @@ std::string canonical_retry_request(const RetryRequest& request);
 struct EventAction {
     core::OperatorAction action;
     const char* verb;          // "retried", "discarded": the NOT_IN_REVIEW message
+    const char* allowed;       // the statuses core::operator_transition accepts, for that message
     const char* record_table;  // immutable, one row per action: outbox_manual_retry, outbox_discard
     const char* record_key;    // the record's id in the audit detail: manual_retry_id, discard_id
     const char* audit_action;  // outbox.manual_retry, outbox.discard

@@ -12,10 +12,16 @@
 //   payload.set("website_id", id).set("domain", domain);
 //   outbox::sdk::publish(tx, company_id, "WebsiteRegistered", payload, {.dedup_key = id});
 //   tx.commit();   // the event exists if and only if the website does
+//
+// Several keyed events in one transaction go through publish_many() in one call: it takes
+// the aggregates' locks in one order, so concurrent publishers cannot deadlock.
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <pqxx/pqxx>
 
@@ -51,6 +57,46 @@ inline std::string publish(pqxx::dbtransaction& tx, std::string_view company_id,
         options.dedup_key ? options.dedup_key->c_str() : static_cast<const char*>(nullptr));
     const pqxx::field id = rows.at(0).at(0);
     return id.is_null() ? std::string() : id.as<std::string>();
+}
+
+/// One event of a publish_many() call.
+struct PublishItem {
+    std::string event_type;
+    SafePayload payload;
+    PublishOptions options{};
+};
+
+/// Publishes `events` inside `tx` through the SQL function outbox_publish_many() and returns
+/// their event_ids in the order given (an empty string for a repeated dedup_key, as publish()).
+/// The events are inserted in the order of their aggregate_key (byte order; unkeyed last),
+/// each aggregate's events in the order given, so the aggregates' ordering locks, held until
+/// `tx` ends, are taken in the same order by every caller: transactions that publish to
+/// several aggregates this way never deadlock each other. Use one call per transaction for
+/// all its keyed events; a transaction that also calls publish() for keyed events takes
+/// those locks in its own order. Each event is checked exactly as by publish(); throws as
+/// publish() does, and nothing of the batch is inserted then.
+inline std::vector<std::string> publish_many(pqxx::dbtransaction& tx, std::string_view company_id,
+                                             const std::vector<PublishItem>& events) {
+    nlohmann::json array = nlohmann::json::array();
+    for (const PublishItem& item : events) {
+        nlohmann::json event{{"event_type", item.event_type}, {"payload", nlohmann::json::parse(item.payload.json())}};
+        if (item.options.aggregate_key) {
+            if (const char* rule = detail::free_text_rule(*item.options.aggregate_key)) {
+                throw FreeTextError("aggregate_key", rule);
+            }
+            event["aggregate_key"] = *item.options.aggregate_key;
+        }
+        if (item.options.dedup_key) event["dedup_key"] = *item.options.dedup_key;
+        array.push_back(std::move(event));
+    }
+    std::vector<std::string> ids;
+    ids.reserve(events.size());
+    for (const auto& row : tx.exec_params("SELECT p.id::text FROM outbox_publish_many($1, $2::jsonb) WITH ORDINALITY "
+                                          "AS p(id, n) ORDER BY p.n",
+                                          std::string(company_id), array.dump())) {
+        ids.push_back(row[0].is_null() ? std::string() : row[0].as<std::string>());
+    }
+    return ids;
 }
 
 }  // namespace outbox::sdk
