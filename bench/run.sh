@@ -4,7 +4,8 @@
 # ceilings (pgbench), all on one throwaway PostgreSQL 15 cluster with default settings, in
 # one run. Two protocols for every system: burst (workers running and idle, N events become
 # due in one commit) and backlog (N events already waiting, the worker process started
-# cold; clock from exec). Prints markdown tables (paste into docs/performance.md).
+# cold; clock from exec). Delay accuracy: how late delayed events start, with no backlog and
+# while N/5 events drain. Prints markdown tables (paste into docs/performance.md).
 #
 #   bench/run.sh [--quick] [--n N] [--runs R] [--latency-seconds S] [--growth] [--hosts]
 #                [--no-peers] [--only SECTIONS] [--build-dir DIR]
@@ -28,7 +29,7 @@
 #                      database.pool_mode = transaction, session_url direct), next to the
 #                      same direct with pool_mode session and with pool_mode transaction
 #   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
-#   --only SECTIONS    comma-separated subset of: outboxd, latency, pgbench, peers, growth, hosts,
+#   --only SECTIONS    comma-separated subset of: outboxd, latency, delay, pgbench, peers, growth, hosts,
 #                      pgbouncer (outboxd and peers run both protocols; pgbench-write, the
 #                      writing handler's statements, runs with outboxd or pgbench)
 #   --build-dir DIR    add the bench targets to this already configured build tree and use
@@ -50,13 +51,15 @@ n=100000
 runs=3
 latency_seconds=20
 latency_rate=50
-sections=outboxd,latency,pgbench,peers
+sections=outboxd,latency,delay,pgbench,peers
+delay_events=200
+delay_window=5
 quick=0
 reuse_build=0
 drain_timeout=900
 while (($#)); do
   case "$1" in
-    --quick) quick=1; n=2000; runs=1; latency_seconds=3; drain_timeout=120 ;;
+    --quick) quick=1; n=2000; runs=1; latency_seconds=3; drain_timeout=120; delay_events=50; delay_window=2 ;;
     --build-dir) build_dir=$(cd "$2" && pwd); reuse_build=1; shift ;;
     --n) n=$2; shift ;;
     --runs) runs=$2; shift ;;
@@ -306,6 +309,49 @@ fi
 if want latency; then
   s_outboxd_latency() { outboxd_latency outboxd-default "outboxd defaults, $latency_rate events/s offered"; }
   scenarios+=(s_outboxd_latency)
+fi
+
+# ---- delay accuracy: delayed events coming due while a backlog drains ---------------------
+
+# outboxd_delay KEY BACKLOG: BACKLOG events are waiting and D delayed events (published in
+# one transaction through outbox_publish(..., deliver_after => ...)) come due one by one over
+# the next few seconds; one host with its defaults drains both. Lateness = handler start −
+# deliver_after (the plugin's clock and the server's: one machine). A delayed event is
+# claimed in due-time order with everything else, so behind a backlog its lateness is the
+# time the host needs for the events that were due before it. "early" must be 0.
+outboxd_delay() {
+  local key=$1 backlog=$2 starts config due line deadline
+  fresh_db bench_run bench_template
+  starts=$work/$key-$run.starts
+  config=$work/$key.yaml
+  printf 'handlers:\n  bench-latency:\n    config: { output: "%s" }\n' "$starts" >"$config"
+  if ((backlog > 0)); then load_events bench_run BenchLatency "$backlog"; fi
+  sql bench_run "SELECT count(outbox_publish('bench', 'BenchLatency', '{}',
+                   deliver_after => now() + interval '1 second' + i * ($delay_window * interval '1 second') / $delay_events))
+                 FROM generate_series(1, $delay_events) AS i" >/dev/null
+  start_hosts "$key" bench_run latency 1 --config "$config"
+  touch "$starts"
+  deadline=$((SECONDS + drain_timeout))
+  until [[ $(sql bench_run "SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'") == 0 ]]; do
+    ((SECONDS < deadline)) || { log "$key: events still unfinished after ${drain_timeout}s"; break; }
+    sleep 0.2
+  done
+  stop_hosts
+  due=$work/$key-$run.due
+  sql bench_run "SELECT event_id, (extract(epoch FROM deliver_after) * 1000000)::bigint FROM event_publication
+                 WHERE deliver_after IS NOT NULL" >"$due"
+  line=$(awk -F'[| ]' 'NR == FNR { due[$1] = $2; next } ($1 in due) { print ($3 - due[$1]) / 1000 }' "$due" "$starts" |
+    sort -n | awk '{ v[NR] = $1; if ($1 < 0) early++ }
+      END { if (NR == 0) { print "no delayed event ran"; exit }
+            i50 = int(NR * 0.50 + 0.999); i99 = int(NR * 0.99 + 0.999)
+            printf "n=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f early=%d", NR, v[i50], v[i99], v[NR], early + 0 }')
+  record note "$key" "Delay accuracy ($key, run $run): $delay_events delayed events due over ${delay_window}s, $backlog events waiting ahead, outboxd defaults: lateness (handler start − deliver_after) $line" ""
+  log "$key, run $run/$runs: $line"
+}
+if want delay; then
+  s_delay_idle() { outboxd_delay delay-idle 0; }
+  s_delay_backlog() { outboxd_delay delay-backlog "$((n / 5))"; }
+  scenarios+=(s_delay_idle s_delay_backlog)
 fi
 
 # ---- pgbench: the raw claim+complete ceiling -------------------------------------------

@@ -161,6 +161,19 @@ migrated_at=$(sql "SELECT now()")
 # migration are completed while only its hosts run.
 wait_for 60 "the previous release's hosts completed 30 events published after the migration" \
   "SELECT count(*) >= 30 FROM event_publication WHERE status = 'COMPLETED' AND occurred_at > '$migrated_at'"
+# A delayed event published now is honoured by the previous release's claim (it takes only
+# rows whose next_attempt_at has passed): no attempt before its time, one effect after it.
+delayed=$(sql "SELECT outbox_publish('upgrade-co', 'TestRequested', jsonb_build_object('db', true, 'fail_times', 0),
+                 deliver_after => now() + interval '3 seconds')")
+until [[ $(sql "SELECT now() >= deliver_after FROM event_publication WHERE event_id = '$delayed'") == t ]]; do
+  [[ $(sql "SELECT status = 'PENDING' AND attempt_count = 0 FROM event_publication WHERE event_id = '$delayed'") == t ]] ||
+    fail "a previous-release host claimed a delayed event before its deliver_after"
+  sleep 0.2
+done
+wait_for 30 "the previous release's hosts completed the delayed event after its time" \
+  "SELECT status = 'COMPLETED' AND (SELECT min(at) FROM scripted_effect WHERE event_id = '$delayed') >= deliver_after
+   FROM event_publication WHERE event_id = '$delayed'"
+say "the previous release's hosts honour deliver_after on the new schema"
 sleep 2  # two more heartbeats of the old hosts on the new schema
 errors=$(error_lines "$work"/old-*.log)
 [[ -z $errors ]] || fail "a previous-release host logged an error on this release's schema (a migration is not compatible with it): $errors"

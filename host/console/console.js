@@ -544,7 +544,8 @@
     const e = event.data;
     const fields = [['Status', e.status], ['Event type', e.event_type], ['Company', e.company_id],
       ['Aggregate key', e.aggregate_key], ['Attempts', e.attempt_count], ['Last error code', e.last_error_code],
-      ['Version', e.version], ['Occurred', timeEl(e.occurred_at)], ['Updated', timeEl(e.updated_at)],
+      ['Version', e.version], ['Occurred', timeEl(e.occurred_at)], ['Deliver after', timeEl(e.deliver_after)],
+      ['Updated', timeEl(e.updated_at)],
       ['Next attempt', timeEl(e.next_attempt_at)], ['Finished', timeEl(e.completed_at)],
       // Company roles get no lease_owner (the platform's host name): no row rather than '—'.
       ...('lease_owner' in e ? [['Lease owner', e.lease_owner]] : []), ['Lease expires', timeEl(e.lease_expires_at)],

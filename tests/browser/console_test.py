@@ -530,6 +530,18 @@ def run(args, workdir):
         check(blocked.text == first, 'the event page names the event it waits for: %r' % blocked.text)
         check(db.sql("SELECT status FROM event_publication WHERE event_id = '%s'" % second) == 'PENDING', 'it waits')
         browser.screenshot('event-blocked')
+        # A delayed event's page says when it is due.
+        delayed = db.sql("SELECT outbox_publish('%s', 'TestBatch', '{}'::jsonb, deliver_after => now() + interval '1 hour')"
+                         % OURS)
+        due = db.sql("SELECT to_char(deliver_after AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') "
+                     "FROM event_publication WHERE event_id = '%s'" % delayed)
+        browser.go(host.base + '/console/#/event/' + delayed)
+        deliver = wait_for('the deliver-after field',
+                           lambda: browser.visible('#event-fields [data-field="deliver_after"] time'))
+        check(deliver.get_attribute('datetime').startswith(due), 'the page shows deliver_after: %r, want %s'
+              % (deliver.get_attribute('datetime'), due))
+        check(browser.text('#event-fields [data-field="status"]') == 'PENDING', 'it waits for its time')
+        browser.screenshot('event-delayed-390px', width=390)
 
         # A group larger than one bulk request may take is re-driven whole by one click; a reason
         # the API refuses shows the API's answer and re-drives nothing. The events are published

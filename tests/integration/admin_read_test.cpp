@@ -34,8 +34,9 @@ TEST_F(AdminRead, AnEventIsShownWithItsStateAndConsumersButNeverItsPayload) {
     EXPECT_EQ(keys, (std::set<std::string>{"event_id", "company_id", "event_type", "aggregate_key", "status",
                                            "attempt_count", "next_attempt_at", "last_error_code", "version",
                                            "occurred_at", "updated_at", "completed_at", "lease_expires_at",
-                                           "blocked_by", "consumed_by"}))
+                                           "deliver_after", "blocked_by", "consumed_by"}))
         << "no lease_owner: it names the platform's host";
+    EXPECT_TRUE(event["deliver_after"].is_null()) << "published without a delay";
     EXPECT_EQ(event["event_id"], id);
     EXPECT_EQ(event["company_id"], "acme");
     EXPECT_EQ(event["status"], "REVIEW_REQUIRED");

@@ -11,6 +11,7 @@
 
 #include "admin_support.hpp"
 #include "metrics/prometheus.hpp"
+#include "operations/backlog_query.hpp"
 #include "support/test_host.hpp"
 
 namespace outbox::test {
@@ -191,6 +192,40 @@ TEST_F(MetricsEndpoint, OldestDelayCountsRetriesNotYetDueAndReviewAndBlockedHave
     EXPECT_LT(review, 3060);
     EXPECT_EQ(at("outbox_publications_blocked"), 2) << "the two events behind aggregate a's head";
     server.stop();
+}
+
+// A delayed event is late only from its deliver_after: before it, it adds nothing to the
+// oldest delay (fleet-wide, per handler, `outboxd status`), though it counts as PENDING.
+TEST_F(MetricsEndpoint, ADelayedEventIsLateOnlyFromItsDeliverAfter) {
+    TestHost host(fast_options(db_.url(), "metrics-host"), {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    host.stop();
+    const auto publish_delayed = [&](const std::string& published, const std::string& due) {
+        const std::string id = db_.scalar("SELECT outbox_publish('acme', 'TestRequested', '{}', "
+                                          "deliver_after => now() + interval '1 hour')::text");
+        db_.exec("UPDATE event_publication SET occurred_at = now() - interval '" + published +
+                 "', deliver_after = now() + interval '" + due + "', next_attempt_at = now() + interval '" + due +
+                 "' WHERE event_id = '" + id + "'");
+    };
+    pqxx::connection conn(db_.url());
+
+    publish_delayed("5000 seconds", "1 hour");
+    auto gauges = operations::read_db_gauges(conn, host.handlers(), 5s);
+    EXPECT_EQ(gauges.backlog["PENDING"], 1);
+    EXPECT_EQ(gauges.oldest_delay_seconds, 0) << "published long ago but not due yet: not late";
+    EXPECT_EQ(gauges.handler_oldest_delay_seconds["scripted"], 0);
+    EXPECT_EQ(operations::read_status_report(conn).oldest_seconds, 0);
+
+    publish_delayed("5000 seconds", "-100 seconds");
+    gauges = operations::read_db_gauges(conn, host.handlers(), 5s);
+    // 60 s for the test to read back ages set relative to now().
+    EXPECT_GE(gauges.oldest_delay_seconds, 100) << "due 100 s ago";
+    EXPECT_LT(gauges.oldest_delay_seconds, 160) << "counted from deliver_after, not occurred_at";
+    EXPECT_GE(gauges.handler_oldest_delay_seconds["scripted"], 100);
+    EXPECT_LT(gauges.handler_oldest_delay_seconds["scripted"], 160);
+    const auto oldest = operations::read_status_report(conn).oldest_seconds;
+    EXPECT_GE(oldest, 100);
+    EXPECT_LT(oldest, 160);
 }
 
 TEST_F(MetricsEndpoint, TheRescuersOutcomesAreCountedAsWorkerLost) {

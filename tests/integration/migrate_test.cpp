@@ -21,6 +21,7 @@
 #include "db/embedded_migrations.hpp"
 #include "db/migrator.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/test_roles.hpp"
 
 namespace {
 
@@ -528,6 +529,33 @@ TEST(Migrate, FunctionsCaptureTheTargetSchemaWithPgTempLast) {
     Migrator{}.migrate(conn);
     EXPECT_EQ(db.scalar("SELECT array_to_string(proconfig, ';') FROM pg_proc WHERE proname = 'outbox_fence'"),
               "search_path=public, pg_temp");
+}
+
+// V19 replaces outbox_publish with a six-parameter function (drop and create: a second
+// overload would make 5-argument calls ambiguous). A role granted EXECUTE on the old one by
+// hand, not through migrate's stored roles, may still publish; PUBLIC still may not.
+TEST(Migrate, DelayedEventsMigrationKeepsTheGrantsOfOutboxPublish) {
+    const outbox::test::TestRoles roles;
+    const EmptyDatabase db;
+    pqxx::connection conn{db.url()};
+    std::vector<EmbeddedMigration> before;
+    for (const auto& m : real()) {
+        if (std::stoi(std::string(m.file_name.substr(1))) < 19) before.push_back(m);
+    }
+    Migrator{before}.migrate(conn);
+    pqxx::nontransaction(conn).exec0("GRANT EXECUTE ON FUNCTION outbox_publish(text, text, jsonb, text, text) TO " +
+                                     roles.other);
+    Migrator{}.migrate(conn);
+
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_proc WHERE proname = 'outbox_publish'"), "1");
+    const std::string fn = "'outbox_publish(text, text, jsonb, text, text, timestamptz)'";
+    EXPECT_EQ(db.scalar("SELECT has_function_privilege('" + roles.other + "', " + fn + ", 'EXECUTE')"), "t");
+    EXPECT_EQ(db.scalar("SELECT has_function_privilege('" + roles.publisher + "', " + fn + ", 'EXECUTE')"), "f")
+        << "PUBLIC got EXECUTE back";
+    pqxx::work tx{conn};
+    tx.exec0("SET LOCAL ROLE " + roles.other);
+    EXPECT_NO_THROW(tx.exec1("SELECT outbox_publish('acme', 'Granted', '{}', 'k', 'd')"))
+        << "a five-argument call by a granted role, with no privilege on any table (SECURITY DEFINER)";
 }
 
 }  // namespace

@@ -17,4 +17,11 @@ inline std::string holds_back(const std::string& earlier, const std::string& lat
            ".status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')";
 }
 
+/// When the row `alias` of event_publication became due: its publication, or the time its
+/// publisher asked for (deliver_after) when that is later. Lateness is counted from here, so
+/// a delayed event is not late before its time. A SQL expression.
+inline std::string due_since(const std::string& alias) {
+    return "greatest(" + alias + ".occurred_at, " + alias + ".deliver_after)";
+}
+
 }  // namespace outbox::db

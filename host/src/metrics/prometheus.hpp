@@ -12,8 +12,9 @@ namespace outbox::metrics {
 struct DbGauges {
     /// Events per status, for every status except COMPLETED and DISCARDED (what is not done yet).
     std::map<std::string, long long> backlog;
-    /// Age (now - occurred_at) of the oldest unfinished event (PENDING, RETRY_WAIT whether due
-    /// or not, PROCESSING); 0 when none.
+    /// Age (now - occurred_at, or - deliver_after when later) of the oldest unfinished event
+    /// (PENDING, RETRY_WAIT whether due or not, PROCESSING); 0 when none. A delayed event not
+    /// due yet adds nothing.
     double oldest_delay_seconds = 0;
     /// Age of the oldest REVIEW_REQUIRED event; 0 when none.
     double oldest_review_seconds = 0;

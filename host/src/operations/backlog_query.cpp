@@ -9,23 +9,24 @@
 namespace outbox::operations {
 namespace {
 
-// Unfinished events (optionally of one company, $3) and the (handler, event type) pairs
-// of $1/$2: the per-handler oldest delay below reads both. Shared by /metrics (every
-// company) and the console's overview (one company), so both mean the same thing.
-constexpr const char* kLiveCtes = R"SQL(
+// Unfinished events (optionally of one company, $3) with the time each became due, and the
+// (handler, event type) pairs of $1/$2: the per-handler oldest delay below reads both.
+// Shared by /metrics (every company) and the console's overview (one company), so both mean
+// the same thing. A delayed event not yet due has a due time ahead: it adds no delay.
+const std::string kLiveCtes = R"SQL(
 live AS MATERIALIZED (
-    SELECT event_id, event_type, occurred_at FROM event_publication
+    SELECT event_id, event_type, )SQL" + db::due_since("event_publication") + R"SQL( AS due_at FROM event_publication
     WHERE (status IN ('PENDING', 'RETRY_WAIT') OR status = 'PROCESSING') AND ($3::text IS NULL OR company_id = $3)
 ), handler_types AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS h(handler, event_type)
 )
 )SQL";
 
-// {"<handler>": seconds}: per handler, the age of the oldest live event of a type it
-// supports that it has not consumed yet (handlers with none are absent).
+// {"<handler>": seconds}: per handler, how long the earliest due live event of a type it
+// supports that it has not consumed yet has been due (handlers with none are absent).
 constexpr const char* kHandlerDelays = R"SQL(
     (SELECT coalesce(json_object_agg(handler, delay), '{}')::text FROM (
-        SELECT h.handler, extract(epoch FROM now() - min(l.occurred_at))::float8 AS delay
+        SELECT h.handler, greatest(extract(epoch FROM now() - min(l.due_at)), 0)::float8 AS delay
         FROM handler_types h JOIN live l ON l.event_type = h.event_type
         WHERE NOT EXISTS (SELECT 1 FROM event_consumption c
                           WHERE c.event_id = l.event_id AND c.handler_name = h.handler)
@@ -38,13 +39,13 @@ constexpr const char* kHandlerDelays = R"SQL(
 // PROCESSING; REVIEW_REQUIRED waits for a person and has its own gauge. Blocked: waiting
 // events held back by an unfinished or reviewed earlier event of their aggregate, both
 // sides read from the aggregate index (unfinished keyed events only).
-const std::string kGaugesSql = std::string("WITH ") + kLiveCtes + R"SQL(
+const std::string kGaugesSql = "WITH " + kLiveCtes + R"SQL(
 SELECT
     (SELECT count(*) FROM event_publication WHERE status = 'PENDING'),
     (SELECT count(*) FROM event_publication WHERE status = 'RETRY_WAIT'),
     (SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'),
     (SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED'),
-    (SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::float8 FROM live),
+    (SELECT greatest(coalesce(extract(epoch FROM now() - min(due_at)), 0), 0)::float8 FROM live),
 )SQL" + kHandlerDelays + R"SQL(,
     (SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::float8 FROM event_publication
      WHERE status = 'REVIEW_REQUIRED'),
@@ -52,16 +53,16 @@ SELECT
      WHERE w.aggregate_seq IS NOT NULL AND w.status IN ('PENDING', 'RETRY_WAIT')
        AND EXISTS (SELECT 1 FROM event_publication earlier WHERE )SQL" + db::holds_back("earlier", "w") + "))";
 
-const std::string kHandlerDelaysSql = std::string("WITH ") + kLiveCtes + " SELECT " + kHandlerDelays;
+const std::string kHandlerDelaysSql = "WITH " + kLiveCtes + " SELECT " + kHandlerDelays;
 
 constexpr const char* kCountsSql = R"SQL(
 SELECT status, event_type, count(*) FROM event_publication GROUP BY status, event_type ORDER BY status, event_type
 )SQL";
 
-constexpr const char* kOldestSql = R"SQL(
-SELECT coalesce(extract(epoch FROM now() - min(occurred_at)), 0)::bigint
-FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
-)SQL";
+const std::string kOldestSql = "SELECT greatest(coalesce(extract(epoch FROM now() - min(" +
+                               db::due_since("event_publication") +
+                               ")), 0), 0)::bigint FROM event_publication "
+                               "WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')";
 
 // Waiting events held back by an earlier unfinished or reviewed event of their aggregate.
 std::string held_back(const std::string& later) {
@@ -76,7 +77,7 @@ const std::string kBlockedSql =
 // minute while nothing of that type is in flight: no host in the fleet claims it. Events
 // blocked behind an earlier one of their aggregate are not counted: they are waiting, not lost.
 const std::string kUnhandledSql =
-    "SELECT event_type, count(*), extract(epoch FROM now() - min(occurred_at))::bigint "
+    "SELECT event_type, count(*), extract(epoch FROM now() - min(" + db::due_since("p") + "))::bigint "
     "FROM event_publication p "
     "WHERE status = 'PENDING' AND attempt_count = 0 AND next_attempt_at < now() - interval '1 minute' "
     "AND NOT EXISTS (SELECT 1 FROM event_publication q WHERE q.status = 'PROCESSING' AND q.event_type = p.event_type) "

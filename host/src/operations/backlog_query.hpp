@@ -71,6 +71,7 @@ struct StatusReport {
     };
     std::vector<Count> counts;       // by status, then type
     long long oldest_seconds = 0;    // the oldest PENDING, RETRY_WAIT or PROCESSING event's age
+                                     // (from deliver_after when that is later)
     long long blocked = 0;           // waiting behind an earlier event of their aggregate
     std::vector<Unhandled> unhandled;
     std::vector<ReviewGroup> review;  // the largest group first

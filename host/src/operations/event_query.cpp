@@ -16,7 +16,8 @@ namespace {
 // The operator's view of an event: never the payload or the dedup key (both may carry
 // business data); timestamps as ISO 8601 in UTC. blocked_by: the earliest unfinished or
 // reviewed event of the same aggregate that holds this waiting event back (the claim's
-// ordering rule), null when nothing does. No lease_owner: it names the platform's host and
+// ordering rule), null when nothing does. deliver_after: the time a delayed event was
+// published for, null when it was not delayed. No lease_owner: it names the platform's host and
 // pid, which only platform roles see (the fleet).
 const std::string kColumns = R"SQL(
 json_build_object(
@@ -24,7 +25,7 @@ json_build_object(
     'aggregate_key', p.aggregate_key, 'status', p.status, 'attempt_count', p.attempt_count,
     'next_attempt_at', p.next_attempt_at, 'last_error_code', p.last_error_code, 'version', p.version,
     'occurred_at', p.occurred_at, 'updated_at', p.updated_at, 'completed_at', p.completed_at,
-    'lease_expires_at', p.lease_expires_at,
+    'lease_expires_at', p.lease_expires_at, 'deliver_after', p.deliver_after,
     'blocked_by', CASE WHEN p.aggregate_seq IS NOT NULL AND p.status IN ('PENDING', 'RETRY_WAIT', 'REVIEW_REQUIRED') THEN
         (SELECT earlier.event_id FROM event_publication earlier WHERE )SQL" + db::holds_back("earlier", "p") + R"SQL(
          ORDER BY earlier.aggregate_seq LIMIT 1) END,

@@ -15,8 +15,13 @@
 //
 // Several keyed events in one transaction go through publish_many() in one call: it takes
 // the aggregates' locks in one order, so concurrent publishers cannot deadlock.
+// A delayed event is stored now and not delivered before its time:
+//   outbox::sdk::publish(tx, company_id, "TrialEnding", payload,
+//                        {.deliver_after = std::chrono::system_clock::now() + std::chrono::hours{24 * 13}});
 
+#include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +42,13 @@ struct PublishOptions {
     /// login may not read event_publication (the publisher role): it may name any company,
     /// so it is never told an existing event's id.
     std::optional<std::string> dedup_key{};
+    /// When set, the event is stored now but no handler is called before this time (read
+    /// on this process's clock; the database's clock decides when it is due). A time in the
+    /// past delivers at once. More than 1 year ahead is refused (pqxx::sql_error, SQLSTATE
+    /// 22023). Later events of the same aggregate_key wait for it. Needs schema version 19;
+    /// left unset, publish() works with every schema version. Ignored for a repeated
+    /// dedup_key: the first event keeps its own time.
+    std::optional<std::chrono::system_clock::time_point> deliver_after{};
 };
 
 /// Publishes one event inside `tx` and returns its event_id. Takes a dbtransaction (a real
@@ -51,10 +63,21 @@ inline std::string publish(pqxx::dbtransaction& tx, std::string_view company_id,
     if (options.aggregate_key) {
         if (const char* rule = detail::free_text_rule(*options.aggregate_key)) throw FreeTextError("aggregate_key", rule);
     }
-    const pqxx::result rows = tx.exec_params(
-        "SELECT outbox_publish($1, $2, $3::jsonb, $4, $5)::text", std::string(company_id), std::string(event_type), json,
-        options.aggregate_key ? options.aggregate_key->c_str() : static_cast<const char*>(nullptr),
-        options.dedup_key ? options.dedup_key->c_str() : static_cast<const char*>(nullptr));
+    const char* aggregate_key = options.aggregate_key ? options.aggregate_key->c_str() : nullptr;
+    const char* dedup_key = options.dedup_key ? options.dedup_key->c_str() : nullptr;
+    // Without a delay the call names five arguments, as before, so it also works against
+    // schemas older than deliver_after. The time travels as microseconds since the epoch:
+    // exact, and independent of the session's time zone and DateStyle.
+    const pqxx::result rows =
+        options.deliver_after
+            ? tx.exec_params("SELECT outbox_publish($1, $2, $3::jsonb, $4, $5, deliver_after => timestamptz 'epoch' + "
+                             "$6::bigint * interval '1 microsecond')::text",
+                             std::string(company_id), std::string(event_type), json, aggregate_key, dedup_key,
+                             static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                        options.deliver_after->time_since_epoch())
+                                                        .count()))
+            : tx.exec_params("SELECT outbox_publish($1, $2, $3::jsonb, $4, $5)::text", std::string(company_id),
+                             std::string(event_type), json, aggregate_key, dedup_key);
     const pqxx::field id = rows.at(0).at(0);
     return id.is_null() ? std::string() : id.as<std::string>();
 }
@@ -79,6 +102,10 @@ inline std::vector<std::string> publish_many(pqxx::dbtransaction& tx, std::strin
                                              const std::vector<PublishItem>& events) {
     nlohmann::json array = nlohmann::json::array();
     for (const PublishItem& item : events) {
+        // outbox_publish_many() takes no delivery time: refused, never silently dropped.
+        if (item.options.deliver_after) {
+            throw std::invalid_argument("publish_many() does not take deliver_after; publish a delayed event with publish()");
+        }
         nlohmann::json event{{"event_type", item.event_type}, {"payload", nlohmann::json::parse(item.payload.json())}};
         if (item.options.aggregate_key) {
             if (const char* rule = detail::free_text_rule(*item.options.aggregate_key)) {
