@@ -214,7 +214,7 @@ TEST_F(MetricsEndpoint, ADelayedEventIsLateOnlyFromItsDeliverAfter) {
     EXPECT_EQ(gauges.backlog["PENDING"], 1);
     EXPECT_EQ(gauges.oldest_delay_seconds, 0) << "published long ago but not due yet: not late";
     EXPECT_EQ(gauges.handler_oldest_delay_seconds["scripted"], 0);
-    EXPECT_EQ(operations::read_status_report(conn).oldest_seconds, 0);
+    EXPECT_EQ(operations::read_status_report(conn, {}).oldest_seconds, 0);
 
     publish_delayed("5000 seconds", "-100 seconds");
     gauges = operations::read_db_gauges(conn, host.handlers(), 5s);
@@ -223,7 +223,7 @@ TEST_F(MetricsEndpoint, ADelayedEventIsLateOnlyFromItsDeliverAfter) {
     EXPECT_LT(gauges.oldest_delay_seconds, 160) << "counted from deliver_after, not occurred_at";
     EXPECT_GE(gauges.handler_oldest_delay_seconds["scripted"], 100);
     EXPECT_LT(gauges.handler_oldest_delay_seconds["scripted"], 160);
-    const auto oldest = operations::read_status_report(conn).oldest_seconds;
+    const auto oldest = operations::read_status_report(conn, {}).oldest_seconds;
     EXPECT_GE(oldest, 100);
     EXPECT_LT(oldest, 160);
 }
