@@ -14,6 +14,9 @@
 --   outbox_host.incarnation               the incarnation of the process that writes the row
 -- Online: nullable columns without a default are added without rewriting either table; hosts
 -- of 0.2.0 name their columns and keep working (their claims leave lease_incarnation NULL,
--- which no release of this process matches).
+-- which no release of this process matches). The brief exclusive lock each ADD COLUMN takes
+-- waits behind running claims; lock_timeout makes the migration fail (and be run again)
+-- rather than queue every claim behind it.
+SET LOCAL lock_timeout = '5s';
 ALTER TABLE event_publication ADD COLUMN lease_incarnation text;
 ALTER TABLE outbox_host ADD COLUMN incarnation text;

@@ -141,6 +141,11 @@ if ((${#failed[@]})); then
     echo "test.sh: ===== the last 150 lines of a failed stage ($log) =====" >&2
     tail -n 150 "$log" >&2
   done
+  # A CI log keeps only its tail: the failures of every failed stage, compactly, come last.
+  for log in "${failed_logs[@]}"; do
+    echo "test.sh: ===== what failed in $log =====" >&2
+    grep -E -A4 '^\[  FAILED  \]|: Failure$|^test\.sh: stage failed' "$log" | grep -v '^--$' | head -n 60 >&2 || true
+  done
   echo "test.sh: FAILED: ${failed[*]}" >&2
   exit 1
 fi
