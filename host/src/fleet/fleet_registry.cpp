@@ -143,7 +143,9 @@ std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::str
     // A process that crashed a moment ago left a row that still looks live: it is only
     // another process if its heartbeat moves on while this one watches.
     const std::string beat = (*first)[0].c_str();
-    const auto interval = std::chrono::milliseconds{(*first)[1].as<long long>()};
+    // The row's own interval, bounded: a hand-edited row cannot hold a start for long.
+    const auto interval = std::clamp(std::chrono::milliseconds{(*first)[1].as<long long>()},
+                                     std::chrono::milliseconds{100}, std::chrono::milliseconds{10'000});
     const auto until = std::chrono::steady_clock::now() + interval + interval / 5 + std::chrono::milliseconds{500};
     while (std::chrono::steady_clock::now() < until && !stop.stop_requested()) {
         std::this_thread::sleep_for(std::chrono::milliseconds{100});
