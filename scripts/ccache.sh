@@ -15,5 +15,7 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
   export CCACHE_NOHASHDIR=true  # debug info names the build directory; objects stay shareable
   export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+  # The test tiers compile with a precompiled header; ccache caches them only with these.
+  export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros}
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi

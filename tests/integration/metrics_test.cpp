@@ -2,10 +2,10 @@
 // work the host really did.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <pqxx/pqxx>
 
@@ -34,8 +34,8 @@ std::map<std::string, double> parse_exposition(const std::string& text) {
         const auto space = line.rfind(' ');
         const std::string key = line.substr(0, space);
         std::string family = key.substr(0, key.find('{'));
-        for (const char* suffix : {"_bucket", "_sum", "_count"}) {
-            if (family.ends_with(suffix) && !typed.contains(family)) family.resize(family.size() - std::strlen(suffix));
+        for (const std::string_view suffix : {"_bucket", "_sum", "_count"}) {
+            if (family.ends_with(suffix) && !typed.contains(family)) family.erase(family.size() - suffix.size());
         }
         EXPECT_TRUE(typed.contains(family)) << "sample before its # TYPE: " << line;
         samples[key] = std::stod(line.substr(space + 1));
