@@ -10,6 +10,7 @@
 // aggregate one after another, so they are stored in publish order.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -34,7 +35,6 @@ using std::chrono::milliseconds;
 
 constexpr const char* kClientName = "outboxd-nats-relay";
 constexpr int64_t kReconnectWaitMs = 250;
-constexpr int64_t kConnectTimeoutMs = 2000;
 
 // libnats starts threads of its own (timers, per-connection readers) that outlive a
 // connection's destruction by a little; the host may unload this plugin at any time, and
@@ -74,75 +74,105 @@ std::string message_body(const outbox::sdk::Event& event, const std::optional<st
 
 int64_t wait_ms(milliseconds left) { return std::max<int64_t>(1, left.count()); }
 
-/// The client's connection, made on first use and then kept: libnats reconnects by itself,
-/// for ever, after a server restart. Thread-safe (libnats connections and JetStream
-/// contexts are).
+/// The client's connection, made on first use and then kept: once connected, libnats
+/// reconnects by itself, for ever, after a server restart. A first connect that fails is
+/// tried again by a later call (one at a time, at most every kRetryConnect); other calls
+/// wait for it within their own time. Thread-safe (libnats connections and JetStream contexts are).
 class Connection {
 public:
     explicit Connection(const Settings& settings) : settings_(settings) {}
-    ~Connection() {
-        if (js_ != nullptr) jsCtx_Destroy(js_);
-        if (nc_ != nullptr) natsConnection_Destroy(nc_);
-    }
+    ~Connection() { close(); }
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
     Connection(Connection&&) = delete;
     Connection& operator=(Connection&&) = delete;
 
     /// The JetStream context of a connected client; throws RetryableError while there is no
-    /// connection to any server.
-    jsCtx* connected() {
-        const std::lock_guard lock(mutex_);
-        if (nc_ == nullptr) open();
-        if (natsConnection_Status(nc_) != NATS_CONN_STATUS_CONNECTED) {
-            // Nothing is handed to the client while it is disconnected: its reconnect buffer
-            // would send the message later, possibly after a later event of the same aggregate.
-            const char* ignored = nullptr;
-            if (natsConnection_GetLastError(nc_, &ignored) == NATS_CONNECTION_AUTH_FAILED) {
-                throw RetryableError("NATS_AUTH_FAILED", "the server refused the credentials");
+    /// connection to any server. `left`: the time this call may spend connecting.
+    jsCtx* connected(milliseconds left) {
+        {
+            std::unique_lock lock(mutex_);
+            // Another call's connect in progress may succeed within this call's time.
+            connected_.wait_for(lock, left, [this] { return !connecting_; });
+            if (nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED) close();
+            if (nc_ != nullptr) {
+                if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) return js_;
+                // Nothing is handed to the client while it is disconnected: its reconnect
+                // buffer would send the message later, perhaps after a later event of the
+                // same aggregate was stored.
+                const char* ignored = nullptr;
+                if (natsConnection_GetLastError(nc_, &ignored) == NATS_CONNECTION_AUTH_FAILED) {
+                    throw RetryableError("NATS_AUTH_FAILED", "the server refused the credentials");
+                }
+                throw RetryableError("CONNECT_FAILED", "not connected to any NATS server");
             }
-            throw RetryableError("CONNECT_FAILED", "not connected to any NATS server");
+            if (connecting_ || std::chrono::steady_clock::now() < next_connect_) {
+                throw RetryableError("CONNECT_FAILED", "not connected to any NATS server");
+            }
+            connecting_ = true;
         }
-        return js_;
+        natsConnection* nc = nullptr;
+        jsCtx* js = nullptr;
+        const natsStatus s = open(left, nc, js);
+        const std::lock_guard lock(mutex_);
+        connecting_ = false;
+        connected_.notify_all();
+        if (s == NATS_OK) {
+            nc_ = nc;
+            js_ = js;
+            return js_;
+        }
+        next_connect_ = std::chrono::steady_clock::now() + kRetryConnect;
+        if (s == NATS_CONNECTION_AUTH_FAILED) throw RetryableError("NATS_AUTH_FAILED", "the server refused the credentials");
+        throw RetryableError("CONNECT_FAILED", "cannot connect to any NATS server");
     }
 
 private:
-    void open() {
+    static constexpr milliseconds kRetryConnect{250};
+    static constexpr milliseconds kMaxConnectTimeout{2000};
+
+    void close() {
+        if (js_ != nullptr) jsCtx_Destroy(js_);
+        if (nc_ != nullptr) natsConnection_Destroy(nc_);
+        js_ = nullptr;
+        nc_ = nullptr;
+    }
+
+    natsStatus open(milliseconds left, natsConnection*& nc, jsCtx*& js) const {
         natsOptions* options = nullptr;
-        if (natsOptions_Create(&options) != NATS_OK) throw RetryableError("NATS_ERROR", "cannot create client options");
+        if (natsOptions_Create(&options) != NATS_OK) return NATS_NO_MEMORY;
         const std::unique_ptr<natsOptions, void (*)(natsOptions*)> owned(options, natsOptions_Destroy);
         std::vector<const char*> servers;
         for (const auto& url : settings_.servers) servers.push_back(url.c_str());
+        // Each server is tried in turn: together they must fit in the call's time.
+        const auto per_server = std::clamp(left / static_cast<long>(servers.size()), milliseconds{1}, kMaxConnectTimeout);
         natsStatus s = natsOptions_SetServers(options, servers.data(), static_cast<int>(servers.size()));
         if (s == NATS_OK) s = natsOptions_SetName(options, kClientName);
         if (s == NATS_OK && !settings_.token.empty()) s = natsOptions_SetToken(options, settings_.token.c_str());
         if (s == NATS_OK && !settings_.credentials_file.empty()) {
             s = natsOptions_SetUserCredentialsFromFiles(options, settings_.credentials_file.c_str(), nullptr);
         }
-        if (s == NATS_OK) s = natsOptions_SetTimeout(options, kConnectTimeoutMs);
+        if (s == NATS_OK) s = natsOptions_SetTimeout(options, per_server.count());
         if (s == NATS_OK) s = natsOptions_SetAllowReconnect(options, true);
         if (s == NATS_OK) s = natsOptions_SetMaxReconnect(options, -1);
         if (s == NATS_OK) s = natsOptions_SetReconnectWait(options, kReconnectWaitMs);
-        // A first connect that fails keeps trying in the background, like a reconnect.
-        if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(options, true, nullptr, nullptr);
-        if (s != NATS_OK) throw RetryableError("NATS_ERROR", "cannot set the client options");
-        s = natsConnection_Connect(&nc_, options);
-        if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-            nc_ = nullptr;
-            throw RetryableError("CONNECT_FAILED", "cannot create the NATS connection");
+        if (s == NATS_OK) s = natsConnection_Connect(&nc, options);
+        if (s != NATS_OK) return s;
+        s = natsConnection_JetStream(&js, nc, nullptr);
+        if (s != NATS_OK) {
+            natsConnection_Destroy(nc);
+            nc = nullptr;
         }
-        if (natsConnection_JetStream(&js_, nc_, nullptr) != NATS_OK) {
-            natsConnection_Destroy(nc_);
-            nc_ = nullptr;
-            js_ = nullptr;
-            throw RetryableError("NATS_ERROR", "cannot create the JetStream context");
-        }
+        return s;
     }
 
     const Settings& settings_;
     std::mutex mutex_;
+    std::condition_variable connected_;  // a connect attempt ended
     natsConnection* nc_ = nullptr;
     jsCtx* js_ = nullptr;
+    bool connecting_ = false;
+    std::chrono::steady_clock::time_point next_connect_{};
 };
 
 }  // namespace
@@ -177,10 +207,14 @@ public:
         const std::string body = message_body(event, position);
 
         if (ctx.cancelled()) throw RetryableError("CANCELLED", "the call was cancelled before the publish");
-        const milliseconds left = std::min(settings_.publish_timeout, ctx.remaining());
-        if (left.count() <= 0) throw RetryableError("TIMEOUT", "no time left before the deadline");
-        jsCtx* js = connection_.connected();
-        publish(js, *subject, event.id, body, left, ctx);
+        // publish_timeout bounds connect and acknowledgement together, capped by the deadline.
+        using Clock = std::chrono::steady_clock;
+        const Clock::time_point until = Clock::now() + std::min(settings_.publish_timeout, ctx.remaining());
+        const auto left = [&] { return std::chrono::duration_cast<milliseconds>(until - Clock::now()); };
+        if (left().count() <= 0) throw RetryableError("TIMEOUT", "no time left before the deadline");
+        jsCtx* js = connection_.connected(left());
+        if (left().count() <= 0) throw RetryableError("TIMEOUT", "no time left after connecting");
+        publish(js, *subject, event.id, body, left(), ctx);
     }
 
 private:

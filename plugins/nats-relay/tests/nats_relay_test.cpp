@@ -139,11 +139,11 @@ TEST_F(NatsRelay, ASubjectAnotherStreamTakesGoesToReview) {
 }
 
 TEST_F(NatsRelay, AMessageOverTheStreamsMaximumSizeGoesToReview) {
-    client_->add_stream("SMALL", {"small.>"}, 200);
+    client_->add_stream("SMALL", {"small.>"}, 400);
     auto small = config();
     small["stream"] = "SMALL";
     small["subject_template"] = "small.<company>.<event_type>";
-    const std::string big = publish("acme", R"({"note": ")" + std::string(300, 'x') + R"("})");
+    const std::string big = publish("acme", R"({"note": ")" + std::string(600, 'x') + R"("})");
     const std::string fits = publish("acme", R"({"n": 1})");
     auto host = start_host(small);
     ASSERT_TRUE(reaches(big, "REVIEW_REQUIRED")) << field(big, "last_error_code");

@@ -11,7 +11,7 @@
 namespace outbox::test {
 namespace {
 
-constexpr const char* kNatsServer = "/usr/bin/nats-server";
+constexpr const char* kNatsServer = OUTBOX_NATS_SERVER;
 
 natsConnection* connect(const std::string& url, const std::string& token, int64_t timeout_ms) {
     natsOptions* options = nullptr;
