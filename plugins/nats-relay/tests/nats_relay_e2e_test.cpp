@@ -1,8 +1,9 @@
 // nats-relay as operators run it: `outboxd run` children with the real .so in their plugin
 // directory, a real PostgreSQL and a real nats-server -js (token auth) on 127.0.0.1. While
 // the hosts relay keyed events, the NATS server is restarted twice and one host is killed
-// with SIGKILL. Afterwards the stream holds every event exactly once (by Nats-Msg-Id), each
-// aggregate's events in the order they were published, and outboxd has nothing unfinished.
+// with SIGKILL; 250 events are in the stream before their first delivery. Afterwards the
+// stream holds every event exactly once (by Nats-Msg-Id), each aggregate's events in the
+// order they were published, and outboxd has nothing unfinished.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -105,25 +106,39 @@ protected:
 
 TEST_F(NatsRelayE2e, EveryEventIsStoredOnceInPublishOrderPerAggregateThroughServerRestartsAndAKilledHost) {
     const auto started = std::chrono::steady_clock::now();
+    // Published in order n = 0, 1, 2, ... in transactions of 250: event n belongs to
+    // aggregate n % kAggregates, so each aggregate's publish order is ascending n.
+    std::map<std::string, int> number_of;  // event id -> n; read once the publisher is joined
+    const auto publish_from = [&](pqxx::connection& conn, int from) {
+        pqxx::work tx(conn);
+        const auto rows = tx.exec_params(
+            "SELECT g, outbox_publish('acme', 'OrderPlaced', jsonb_build_object('n', g), "
+            "'order-' || (g % $3))::text FROM generate_series($1::int, $2::int) g ORDER BY g",
+            from, std::min(from + 249, kEvents - 1), kAggregates);
+        for (const auto& row : rows) number_of[row[1].as<std::string>()] = row[0].as<int>();
+        tx.commit();
+    };
+    // The first 250, each the first of its aggregate, are already in the stream, as if a
+    // host had published them and died before completing them: their deliveries must be
+    // duplicates, not second messages.
+    {
+        pqxx::connection conn(db_.url());
+        publish_from(conn, 0);
+        JetStreamClient client(nats_);
+        for (const auto& [id, n] : number_of) {
+            const nlohmann::json body{{"id", id}, {"aggregate_key", "order-" + std::to_string(n % kAggregates)},
+                                      {"aggregate_position", 1}, {"payload", {{"n", n}}}};
+            ASSERT_TRUE(client.publish("outbox.acme.OrderPlaced", id, body.dump()));
+        }
+    }
     auto first = start_host("nats-e2e-a");
     auto second = start_host("nats-e2e-b");
-    // Published while the hosts relay, in order n = 0, 1, 2, ... in transactions of 250:
-    // event n belongs to aggregate n % kAggregates, so each aggregate's publish order is
-    // ascending n.
-    std::map<std::string, int> number_of;  // event id -> n; read once the publisher is joined
+    // The rest while the hosts relay.
     std::string publish_error;
     std::thread publisher([&] {
         try {
             pqxx::connection conn(db_.url());
-            for (int from = 0; from < kEvents; from += 250) {
-                pqxx::work tx(conn);
-                const auto rows = tx.exec_params(
-                    "SELECT g, outbox_publish('acme', 'OrderPlaced', jsonb_build_object('n', g), "
-                    "'order-' || (g % $3))::text FROM generate_series($1::int, $2::int) g ORDER BY g",
-                    from, std::min(from + 249, kEvents - 1), kAggregates);
-                for (const auto& row : rows) number_of[row[1].as<std::string>()] = row[0].as<int>();
-                tx.commit();
-            }
+            for (int from = 250; from < kEvents; from += 250) publish_from(conn, from);
         } catch (const std::exception& error) {
             publish_error = error.what();
         }
