@@ -107,12 +107,16 @@ plugin with the flags outboxd expects.")
 
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_NAME outboxd-sample-plugins)
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_SECTION admin)
+# dpkg-shlibdeps adds the libraries the plugins link, libnats3.4 (nats-relay) among them;
+# building needs libnats-dev (scripts/install-deps.sh).
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PLUGINS_PACKAGE_DEPENDS "outboxd (= ${outbox_deb_version})")
 set(CPACK_COMPONENT_PLUGINS_DESCRIPTION "sample handler plugins for outboxd
 category-classification (calls an AI classifier for WebsiteRegistered
-events) and mission-log-forwarding (forwards MissionCompleted events to
-a stats service), installed into /usr/lib/outboxd/plugins. Each needs
-its section in /etc/outboxd/outboxd.yaml.")
+events), mission-log-forwarding (forwards MissionCompleted events to a
+stats service) and nats-relay (relays events to a NATS JetStream stream,
+exactly once within its duplicate window), installed into
+/usr/lib/outboxd/plugins. Each needs its section in
+/etc/outboxd/outboxd.yaml.")
 
 include(CPack)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages outboxd needs to build and test (compiler, CMake, libpqxx,
 # Boost, spdlog, yaml-cpp, nlohmann_json, cpp-httplib, CLI11, libjwt, GoogleTest, Google
-# Benchmark, PostgreSQL 15, libsystemd; lintian, systemd-analyze and promtool for the
+# Benchmark, PostgreSQL 15, libsystemd, the NATS C client and server; lintian, systemd-analyze and promtool for the
 # packaging and observability checks; clang for the fuzzers). Idempotent and silent when
 # everything is already installed.
 # Runs as root, or through sudo for another user.
@@ -25,6 +25,8 @@ packages=(
   prometheus # promtool; python3 (above) runs the dashboard check (scripts/check-observability.sh)
   chromium chromium-driver python3-selenium # the console's browser test (tests/browser, label browser)
   clang-14 libclang-rt-14-dev # libFuzzer, for the fuzz targets (scripts/fuzz.sh)
+  libnats-dev # the NATS C client the nats-relay sample plugin links (plugins/nats-relay)
+  nats-server # JetStream on loopback for the nats-relay tests (labels integration and e2e)
 )
 
 missing=()

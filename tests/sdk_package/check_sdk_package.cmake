@@ -38,7 +38,7 @@ endif()
 message(STATUS "plugin built against the installed SDK loads:\n${last_output}")
 
 run("${WORK_DIR}/prefix/bin/outboxd" plugins check "${WORK_DIR}/prefix/lib/outboxd/plugins")
-foreach(handler category-classification mission-log-forwarding)
+foreach(handler category-classification mission-log-forwarding nats-relay)
   if(NOT last_output MATCHES "${handler}")
     message(FATAL_ERROR "plugins check without a config file does not report ${handler}:\n${last_output}")
   endif()
