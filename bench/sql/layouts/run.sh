@@ -16,7 +16,11 @@
 # bench/run.sh's best (64, pool 66, localQueue 1000, completeJobBatchDelay 0).
 #
 #   bench/sql/layouts/run.sh --outboxd PATH [--n N] [--rounds R] [--batch B] [--clients C]
-#                            [--only a_today,b_queue_history,...]
+#                            [--only a_today,b_queue_history,...] [--publish-per-tx K] [--publish-only]
+#
+# --publish-per-tx K puts K publishes in each transaction (default 1): with K = 100 the
+# publish figures are the events' own cost, not that of a transaction per event.
+# --publish-only stops each lifecycle after the publish phase.
 #
 # PATH is an outboxd binary (for `outboxd migrate`; every candidate is built on the
 # migrated schema and reuses its helper functions). Leaves the logs and summary.tsv in
@@ -25,8 +29,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-n=100000 rounds=2 batch=1000 clients=2 outboxd= only=
-candidates=(a_today b_queue_history c_split d_hot e_lean f_hot_archive)
+n=100000 rounds=2 batch=1000 clients=2 outboxd= only= per_tx=1 publish_only=0
+candidates=(a_today b_queue_history c_split d_hot e_lean f_hot_archive g_lean_finish)
 while (($#)); do
   case "$1" in
     --outboxd) outboxd=$2; shift ;;
@@ -35,6 +39,8 @@ while (($#)); do
     --batch) batch=$2; shift ;;
     --clients) clients=$2; shift ;;
     --only) IFS=, read -r -a candidates <<<"$2"; shift ;;
+    --publish-per-tx) per_tx=$2; shift ;;
+    --publish-only) publish_only=1 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -89,6 +95,19 @@ left_sql() {
   esac
 }
 
+# publish_script FILE: the pgbench script of one transaction, with $per_tx publishes of FILE.
+publish_script() {
+  local target=$out/publish-$(basename "$(dirname "$1")")-$per_tx.sql i
+  if ((per_tx == 1)); then echo "$1"; return; fi
+  {
+    grep '^\\set' "$1"
+    echo 'BEGIN;'
+    for ((i = 0; i < per_tx; i++)); do grep -v -e '^\\set' -e '^--' "$1"; done
+    echo 'COMMIT;'
+  } >"$target"
+  echo "$target"
+}
+
 candidate() {
   local c=$1 db=lay_$1 per_client=$((n / 2)) cycles t0 t1
   q postgres "DROP DATABASE IF EXISTS $db" >/dev/null
@@ -98,8 +117,10 @@ candidate() {
   q "$db" "CHECKPOINT" >/dev/null
 
   measure_begin "$db"
-  PGOPTIONS='-c synchronous_commit=off' pgbench -n -M prepared -c 2 -j 2 -t "$per_client" -f "$here/$c/publish.sql" "$url_base/$db" >"$out/$c-$round-publish.pgbench" 2>&1
+  PGOPTIONS='-c synchronous_commit=off' pgbench -n -M prepared -c 2 -j 2 -t "$((per_client / per_tx))" \
+    -f "$(publish_script "$here/$c/publish.sql")" "$url_base/$db" >"$out/$c-$round-publish.pgbench" 2>&1
   measure_end "$db" "$c publish r$round" "$((per_client * 2))"
+  if ((publish_only)); then q postgres "DROP DATABASE $db" >/dev/null; return; fi
   q "$db" "ANALYZE" >/dev/null
 
   cycles=$(((n + batch - 1) / batch / clients + 2))
@@ -133,8 +154,11 @@ graphile() {
   q "$db" "CHECKPOINT" >/dev/null
   printf '\\set n random(1, 1000000)\nSELECT graphile_worker.add_job('"'"'bench_noop'"'"', json_build_object('"'"'n'"'"', :n::int));\n' >"$out/graphile-publish.sql"
   measure_begin "$db"
-  PGOPTIONS='-c synchronous_commit=off' pgbench -n -M prepared -c 2 -j 2 -t "$per_client" -f "$out/graphile-publish.sql" "$url_base/$db" >"$out/graphile-$round-publish.pgbench" 2>&1
+  mkdir -p "$out/graphile" && mv "$out/graphile-publish.sql" "$out/graphile/publish.sql"
+  PGOPTIONS='-c synchronous_commit=off' pgbench -n -M prepared -c 2 -j 2 -t "$((per_client / per_tx))" \
+    -f "$(publish_script "$out/graphile/publish.sql")" "$url_base/$db" >"$out/graphile-$round-publish.pgbench" 2>&1
   measure_end "$db" "graphile publish r$round" "$((per_client * 2))"
+  if ((publish_only)); then q postgres "DROP DATABASE $db" >/dev/null; return; fi
   measure_begin "$db"
   (cd "$GRAPHILE_DIR" && NO_LOG_SUCCESS=1 exec node graphile.mjs work --url "$url_base/$db" --concurrency 64 --max-pool-size 66 \
     --local-queue 1000 --complete-batch-delay 0) >"$out/graphile-$round-worker.log" 2>&1 &
