@@ -82,10 +82,14 @@ want() { [[ ",$sections," == *",$1,"* ]]; }
 # peers' best: 64 in flight, claims of up to 1,000).
 tuned_env=(OUTBOX_CONCURRENCY=64 OUTBOX_BATCH_SIZE=1000)
 tuned_text="concurrency 64, batch 1000"
-# The peers' settings from issue 5.
-graphile_default_args=(--concurrency 10)
-graphile_best_args=(--concurrency 64 --local-queue 1000 --complete-batch-delay 0)
-pgboss_best_args=(--workers 10 --batch-size 1000 --poll 0.5)
+# The peers' settings, each justified from the peer's own documentation in
+# docs/performance.md#peer-settings. Defaults: graphile-worker's defaults with 10 jobs in
+# flight (its pool is then 10, its default); best: 64 in flight with the pool its
+# documentation advises (concurrentJobs + 2) and its batching options; pg-boss: 10 polling
+# workers fetching up to 1,000 jobs each, with a pool of one connection per worker + 2.
+graphile_default_args=(--concurrency 10 --max-pool-size 10)
+graphile_best_args=(--concurrency 64 --max-pool-size 66 --local-queue 1000 --complete-batch-delay 0)
+pgboss_best_args=(--workers 10 --max 12 --batch-size 1000 --poll 0.5)
 
 log() { echo "bench: $*" >&2; }
 
@@ -455,11 +459,11 @@ if want peers; then
       --n "$n" "${graphile_default_args[@]}"
   }
   s_graphile_best() {
-    peer graphile-best "graphile-worker $graphile_version best (64, localQueue 1000, delay 0)" \
+    peer graphile-best "graphile-worker $graphile_version best (64, pool 66, localQueue 1000, delay 0)" \
       graphile.mjs throughput --n "$n" "${graphile_best_args[@]}"
   }
   s_pgboss_best() {
-    peer pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, poll 0.5 s)" pgboss.mjs throughput \
+    peer pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, pool 12, poll 0.5 s)" pgboss.mjs throughput \
       --n "$n" "${pgboss_best_args[@]}"
   }
   # peer_backlog KEY DESCRIPTION DRIVER BUSY_SQL ARGS...: the driver's `load` mode queues N
@@ -483,11 +487,11 @@ if want peers; then
       "$graphile_busy" "${graphile_default_args[@]}"
   }
   s_backlog_graphile_best() {
-    peer_backlog backlog-graphile-best "graphile-worker $graphile_version best (64, localQueue 1000, delay 0)" \
+    peer_backlog backlog-graphile-best "graphile-worker $graphile_version best (64, pool 66, localQueue 1000, delay 0)" \
       graphile.mjs "$graphile_busy" "${graphile_best_args[@]}"
   }
   s_backlog_pgboss_best() {
-    peer_backlog backlog-pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, poll 0.5 s)" pgboss.mjs \
+    peer_backlog backlog-pgboss-best "pg-boss $pgboss_version best (10 workers × batch 1000, pool 12, poll 0.5 s)" pgboss.mjs \
       "$pgboss_busy" "${pgboss_best_args[@]}"
   }
   scenarios+=(s_graphile_default s_graphile_best s_pgboss_best s_backlog_graphile_default s_backlog_graphile_best

@@ -1,5 +1,5 @@
 // graphile-worker driver for bench/run.sh, through its library API with no-op tasks.
-//   node graphile.mjs throughput --url URL --n N --concurrency C [--local-queue S --complete-batch-delay D] [--postmaster P]
+//   node graphile.mjs throughput --url URL --n N --concurrency C [--max-pool-size M] [--local-queue S --complete-batch-delay D] [--postmaster P]
 //   node graphile.mjs latency --url URL --rate R --seconds S --skip K [--concurrency C]
 //   node graphile.mjs load --url URL --n N        (queues N jobs; no worker runs)
 //   node graphile.mjs work --url URL --concurrency C [...]   (works until SIGTERM)
@@ -34,9 +34,16 @@ const worker = {};
 if (args['local-queue']) worker.localQueue = { size: Number(args['local-queue']) };
 if (args['complete-batch-delay']) worker.completeJobBatchDelay = Number(args['complete-batch-delay']);
 
+// The pool: graphile-worker's documentation (Configuration, worker.maxPoolSize) advises
+// "10 or concurrentJobs + 2, whichever is larger"; its default is 10 whatever the
+// concurrency. --max-pool-size overrides it.
+const concurrency = Number(args.concurrency ?? 10);
+const maxPoolSize = Number(args['max-pool-size'] ?? Math.max(10, concurrency + 2));
+
 const runner = await run({
   connectionString: url,
-  concurrency: Number(args.concurrency ?? 10),
+  concurrency,
+  maxPoolSize,
   noHandleSignals: true,
   preset: { worker },
   taskList: {

@@ -1,5 +1,5 @@
 // pg-boss driver for bench/run.sh: `workers` work() loops with a no-op batch handler.
-//   node pgboss.mjs throughput --url URL --n N --workers W --batch-size B --poll S [--postmaster P]
+//   node pgboss.mjs throughput --url URL --n N --workers W --batch-size B --poll S [--max M] [--postmaster P]
 //   node pgboss.mjs latency --url URL --rate R --seconds S --skip K --workers W --batch-size B --poll S
 //   node pgboss.mjs load --url URL --n N          (queues N jobs; no worker runs)
 //   node pgboss.mjs work --url URL --workers W --batch-size B --poll S   (works until SIGTERM)
@@ -13,7 +13,12 @@ const queue = mode === 'latency' ? 'bench_latency' : 'bench_noop';
 const workers = Number(args.workers ?? 1);
 const work = { batchSize: Number(args['batch-size'] ?? 1), pollingIntervalSeconds: Number(args.poll ?? 2) };
 
-const boss = new PgBoss({ connectionString: args.url });
+// The pool (constructor option `max`, default 10, "shared by all operations in this
+// instance"): each work() loop holds one connection while it fetches or completes a batch,
+// and pg-boss's own maintenance and monitoring need theirs, so W loops get W + 2 unless
+// --max says otherwise.
+const max = Number(args.max ?? workers + 2);
+const boss = new PgBoss({ connectionString: args.url, max });
 boss.on('error', (error) => console.error(`pg-boss error: ${error.message}`));
 await boss.start();
 await boss.createQueue(queue);
