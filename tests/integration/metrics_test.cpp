@@ -135,6 +135,7 @@ TEST_F(MetricsEndpoint, ValuesMatchTheDatabaseAndTheWorkDone) {
     EXPECT_GT(at(R"(outbox_handler_duration_seconds_sum{handler="scripted"})"), 0);
     EXPECT_EQ(at("outbox_events_claimed_total"), 25);
     EXPECT_EQ(at("outbox_leases_lost_total"), 0);
+    EXPECT_EQ(at("outbox_outcomes_refused_total"), 0);
     EXPECT_EQ(at("outbox_events_rescued_total"), 0);
     EXPECT_EQ(at("outbox_plugin_load_failures_total"), 1);
     server.stop();

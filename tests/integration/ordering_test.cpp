@@ -332,6 +332,31 @@ TEST_F(Ordering, ACompletionInTheHandlersTransactionWakesTheHostForTheNextEventO
     EXPECT_EQ(count("SELECT count(*) FROM scripted_effect"), 3) << "each completed in its handler's transaction";
 }
 
+// Review F10: a completion wakes the hosts that handle the successor it releases. Host h2
+// handles only the successor's type and polls once an hour; before the fix it heard nothing
+// when h1 completed the head, and the successor waited for the next poll.
+TEST_F(Ordering, ACompletionWakesTheHostThatHandlesOnlyTheSuccessorItReleases) {
+    auto options = fast_options(db_.url(), "h2");
+    options.poll_interval = 1h;
+    TestHost successor_host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    successor_host.start();
+    ASSERT_TRUE(wait_until([&] { return count("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%'") >= 1; }, 10s))
+        << "h2 never listened";
+    const auto head = publish("k");
+    std::string successor;
+    {
+        pqxx::connection conn(db_.url());
+        pqxx::work tx(conn);
+        successor = tx.exec1("SELECT outbox_publish('acme', 'TestRequested', '{}', 'k')::text")[0].as<std::string>();
+        tx.commit();
+    }
+    // h2's first poll at start found nothing due; only a notification can wake it before an hour.
+    const auto head_host = start_host("h1");
+    ASSERT_TRUE(wait_until([&] { return status_of(head) == "COMPLETED"; }, 20s));
+    EXPECT_TRUE(wait_until([&] { return status_of(successor) == "COMPLETED"; }, 10s))
+        << "the host handling the successor was not woken by the head's completion";
+}
+
 TEST_F(Ordering, EventsWithoutAKeyHaveNoPositionAndAreNeverBlocked) {
     const auto blocker = publish("k", R"({"review": true})");
     const auto unkeyed = publish("");

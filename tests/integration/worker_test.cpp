@@ -415,6 +415,62 @@ TEST_F(Worker, HeartbeatKeepsTheLeaseOfAHandlerSlowerThanTheLease) {
     EXPECT_EQ(slow.metrics().leases_lost() + other.metrics().leases_lost(), 0u);
 }
 
+// Review F10: one row held locked (here FOR SHARE, as a handler's fence holds it while its
+// COMMIT waits) must not stop the heartbeat from extending the host's other leases. Before
+// the fix the single extend statement waited on that row, and every other lease ran out.
+TEST_F(Worker, HeartbeatExtendsTheOtherLeasesWhileOneRowIsLocked) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 6000})", 2);
+    auto options = fast_options(db_.url(), "h1");
+    options.lease_duration = 2s;  // a beat every 2/3 s
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    ASSERT_TRUE(wait_until([&] { return all_in("PROCESSING", 2); }, 10s));
+    pqxx::connection locker(db_.url());
+    pqxx::work lock(locker);
+    lock.exec("SELECT 1 FROM event_publication WHERE event_id = '" + ids[0] + "' FOR SHARE");
+    const auto expiry = [&] {
+        return db_.scalar("SELECT lease_expires_at::text FROM event_publication WHERE event_id = '" + ids[1] + "'");
+    };
+    // Two extensions while the other row stays locked (the beat is 667 ms; 5 s leaves room
+    // for a loaded machine and is still well short of the 2 s lease running out twice).
+    const std::string first = expiry();
+    ASSERT_TRUE(wait_until([&] { return expiry() != first; }, 5s)) << "the heartbeat waited on the locked row";
+    const std::string second = expiry();
+    ASSERT_TRUE(wait_until([&] { return expiry() != second; }, 5s)) << "the heartbeat waited on the locked row";
+    EXPECT_EQ(status_of(ids[0]), "PROCESSING") << "the locked row is kept, not lost";
+    lock.commit();
+    ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 2); }, 20s));
+    EXPECT_EQ(count("SELECT max(attempt_count) FROM event_publication"), 1) << "no lease ran out";
+    EXPECT_EQ(host.metrics().leases_lost(), 0u);
+}
+
+// Review F10: an outcome the database refuses on its own (here a trigger refusing one event's
+// completion) is isolated by halving its batch and given up alone; the others of its batch
+// and every later outcome are stored. Before, the completer retried the whole batch forever.
+TEST_F(Worker, AnOutcomeTheDatabaseRefusesIsIsolatedAndTheOthersAreStored) {
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"sleep_ms": 200})", 16);
+    const std::string poison = ids[5];
+    db_.exec("CREATE FUNCTION test_refuse_completion() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+             "IF TG_OP = 'DELETE' OR NEW.status = 'COMPLETED' THEN RAISE EXCEPTION 'refused by a test trigger'; END IF; "
+             "RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END; END $$");
+    db_.exec("CREATE TRIGGER test_refuse_completion BEFORE UPDATE OR DELETE ON event_publication FOR EACH ROW "
+             "WHEN (OLD.event_id = '" + poison + "') EXECUTE FUNCTION test_refuse_completion()");
+    auto options = fast_options(db_.url(), "h1");
+    options.concurrency = 16;  // the outcomes finish together and share batches with the refused one
+    TestHost host(options, {OUTBOX_FIXTURE_SCRIPTED});
+    host.start();
+    const std::string others = "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED' AND event_id <> '" + poison + "'";
+    // Isolating one outcome among 16 takes at most 5 refused writes, with the database
+    // session's back-off between them (0.1 to 1.6 s).
+    ASSERT_TRUE(wait_until([&] { return count(others) == 15; }, 20s)) << "outcomes beside the refused one were not stored";
+    ASSERT_TRUE(wait_until([&] { return host.metrics().outcomes_refused() >= 1; }, 10s));
+    EXPECT_NE(status_of(poison), "COMPLETED");
+    const auto later = publish_many(db_.url(), "TestRequested", "{}", 3);
+    for (const auto& id : later) {
+        EXPECT_TRUE(wait_until([&] { return status_of(id) == "COMPLETED"; }, 10s)) << "the completer moved on";
+    }
+}
+
 TEST_F(Worker, EventTypeWithoutAnyHandlerStaysPending) {
     const auto handled = publish_many(db_.url(), "TestRequested", "{}", 3);
     const auto unhandled = publish_many(db_.url(), "NobodyHandlesThis", "{}", 3);

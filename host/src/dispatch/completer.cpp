@@ -1,7 +1,9 @@
 #include "dispatch/completer.hpp"
 
+#include <string_view>
 #include <unordered_set>
 
+#include "db/db_error.hpp"
 #include "db/db_session.hpp"
 #include "log/log.hpp"
 
@@ -13,6 +15,18 @@ metrics::Metrics::Outcome outcome_of(core::EventStatus status) {
         case core::EventStatus::RetryWait: return metrics::Metrics::Outcome::Retry;
         default: return metrics::Metrics::Outcome::ReviewRequired;
     }
+}
+
+// Errors the same statement meets again however often it is retried: bad data, a constraint,
+// a trigger's exception, a missing right. Resource shortages (53), lock timeouts (55) and
+// server faults (58, XX) pass, so their batches wait and are written whole.
+bool refused_by_the_data(const db::DbFailure& failure) {
+    if (failure.kind != db::DbFailureKind::Sql || failure.sqlstate.size() != 5) return false;
+    const std::string_view cls = std::string_view(failure.sqlstate).substr(0, 2);
+    for (const std::string_view refusing : {"22", "23", "27", "2F", "39", "42", "P0"}) {
+        if (cls == refusing) return true;
+    }
+    return false;
 }
 }  // namespace
 
@@ -48,12 +62,19 @@ void Completer::run(std::stop_token stop, std::chrono::milliseconds give_up_afte
         }
         bool written = false;
         while (!written) {
+            bool refused = false;
             written = session.run(
                 [&](pqxx::connection& conn) {
                     lease::LeaseStore store(conn);
-                    flush(batch, store);
+                    try {
+                        flush(batch, store);
+                    } catch (...) {
+                        refused = refused_by_the_data(db::classify_db_error(std::current_exception()));
+                        throw;
+                    }
                 },
                 never.get_token());
+            if (!written && refused) written = isolate(batch);
             if (!written && stop.stop_requested()) {
                 if (!give_up_at) give_up_at = std::chrono::steady_clock::now() + give_up_after;
                 if (std::chrono::steady_clock::now() >= *give_up_at) {
@@ -75,6 +96,28 @@ void Completer::run(std::stop_token stop, std::chrono::milliseconds give_up_afte
         changed_.notify_all();
         wakeup_.notify();
     }
+}
+
+// The database refused the statement itself (a constraint, a trigger, a bug), so writing the
+// same batch again fails again, and the heartbeat would keep every lease in it alive while the
+// host stores nothing. The batch is halved, the rest queued first, until the refused outcome
+// is alone; that one is given up (its lease expires and the rescuer retries the event) and the
+// others are stored (correctness review F10).
+bool Completer::isolate(std::vector<lease::Finish>& batch) {
+    if (batch.size() > 1) {
+        const auto half = batch.begin() + static_cast<std::ptrdiff_t>(batch.size() / 2);
+        std::lock_guard lock(mutex_);
+        pending_.insert(pending_.begin(), std::make_move_iterator(half), std::make_move_iterator(batch.end()));
+        batch.erase(half, batch.end());
+        return false;
+    }
+    const auto& item = batch.front();
+    log::error("the database refused this attempt's outcome on its own; it is not stored, and the event runs again once "
+               "its lease expires",
+               {.event_id = item.lease.event_id});
+    metrics_.outcomes_refused(1);
+    in_flight_.remove(item.lease);
+    return true;
 }
 
 void Completer::flush(std::vector<lease::Finish>& batch, lease::LeaseStore& store) {

@@ -40,6 +40,7 @@ public:
 
 private:
     void flush(std::vector<lease::Finish>& batch, lease::LeaseStore& store);
+    bool isolate(std::vector<lease::Finish>& batch);
 
     std::string url_;
     db::OutageLog& outage_;

@@ -81,6 +81,11 @@ const std::string kClaimSuspectSql = claim_sql("status = 'RETRY_WAIT' AND last_e
 //
 // Finish: one statement for a whole batch of mixed outcomes. The consumption rows of
 // handlers that did not use ctx.db() are inserted only for events whose fenced update applied.
+// A completed event with a position releases the next unfinished event of its aggregate: its
+// type is notified like a new event's, so a host that handles only that type starts it at
+// once rather than at its next poll (review F10). `released` is read by the final SELECT only
+// so that it runs (PostgreSQL skips an unreferenced read-only WITH query); one index descent
+// per completed keyed event.
 constexpr const char* kFinishSql = R"SQL(
 WITH input AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[]), pg_catalog.unnest($3::text[]),
@@ -97,22 +102,47 @@ WITH input AS (
         version = e.version + 1, updated_at = now()
     FROM input i
     WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = i.event_id AND e.lease_token = i.lease_token
-    RETURNING e.event_id, i.lease_token
+    RETURNING e.event_id, i.lease_token, i.status, e.company_id, e.aggregate_key, e.aggregate_seq
+), released AS (
+    SELECT pg_catalog.pg_notify('outboxd_events', n.event_type)
+    FROM done d
+    CROSS JOIN LATERAL (
+        SELECT later.event_type FROM event_publication later
+        WHERE later.company_id = d.company_id AND later.aggregate_key = d.aggregate_key
+          AND later.aggregate_seq > d.aggregate_seq AND later.aggregate_seq IS NOT NULL
+          AND later.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')
+        ORDER BY later.aggregate_seq
+        LIMIT 1
+    ) n
+    WHERE d.status = 'COMPLETED' AND d.aggregate_seq IS NOT NULL
 ), consumed AS (
     INSERT INTO event_consumption (event_id, handler_name)
     SELECT c.event_id, c.handler_name FROM ROWS FROM (pg_catalog.unnest($6::uuid[]), pg_catalog.unnest($7::text[])) AS c(event_id, handler_name)
     WHERE c.event_id IN (SELECT event_id FROM done)
     ON CONFLICT DO NOTHING
 )
-SELECT lease_token::text FROM done
+SELECT lease_token::text FROM done WHERE (SELECT count(*) FROM released) >= 0
 )SQL";
 
+// Extend: rows another transaction holds locked right now (a handler's fence committing,
+// perhaps waiting for a synchronous standby) are skipped rather than waited for, so one
+// locked row cannot hold back every other lease of the host (review F10). A skipped row
+// still carries this host's token in the statement's snapshot and is reported kept: the
+// next beat extends it, or finds it gone. The rescuer skips locked rows too.
 constexpr const char* kExtendSql = R"SQL(
-UPDATE event_publication e
-SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS h(event_id, lease_token)
-WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = h.event_id AND e.lease_token = h.lease_token
-RETURNING e.lease_token::text
+WITH held AS (
+    SELECT * FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS h(event_id, lease_token)
+), free AS (
+    SELECT e.event_id FROM event_publication e JOIN held h ON h.event_id = e.event_id AND h.lease_token = e.lease_token
+    WHERE e.event_id = ANY($1::uuid[])
+    FOR UPDATE OF e SKIP LOCKED
+), extended AS (
+    UPDATE event_publication e
+    SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM free))
+)
+SELECT e.lease_token::text FROM event_publication e JOIN held h ON h.event_id = e.event_id AND h.lease_token = e.lease_token
+WHERE e.event_id = ANY($1::uuid[])
 )SQL";
 
 // A released event is due again at once, its attempt given back.

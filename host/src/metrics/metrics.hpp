@@ -30,6 +30,7 @@ public:
     void event_outcome(Outcome outcome, std::uint64_t n = 1) noexcept;
     void handler_call(const std::string& handler, const std::string& result, std::chrono::nanoseconds duration);
     void leases_lost(std::uint64_t n) noexcept { leases_lost_ += n; }
+    void outcomes_refused(std::uint64_t n) noexcept { outcomes_refused_ += n; }
     void events_claimed(std::uint64_t n) noexcept { claimed_ += n; }
     void events_rescued(std::uint64_t n) noexcept { rescued_ += n; }
     void plugin_load_failures(std::uint64_t n) noexcept { plugin_load_failures_ += n; }
@@ -39,6 +40,7 @@ public:
 
     [[nodiscard]] std::uint64_t outcome_count(Outcome outcome) const noexcept;
     [[nodiscard]] std::uint64_t leases_lost() const noexcept { return leases_lost_; }
+    [[nodiscard]] std::uint64_t outcomes_refused() const noexcept { return outcomes_refused_; }
     [[nodiscard]] std::uint64_t events_claimed() const noexcept { return claimed_; }
     [[nodiscard]] std::uint64_t events_rescued() const noexcept { return rescued_; }
     [[nodiscard]] std::uint64_t plugin_load_failures() const noexcept { return plugin_load_failures_; }
@@ -51,6 +53,7 @@ public:
 private:
     std::array<std::atomic<std::uint64_t>, 5> outcomes_{};
     std::atomic<std::uint64_t> leases_lost_{0};
+    std::atomic<std::uint64_t> outcomes_refused_{0};
     std::atomic<std::uint64_t> claimed_{0};
     std::atomic<std::uint64_t> rescued_{0};
     std::atomic<std::uint64_t> plugin_load_failures_{0};

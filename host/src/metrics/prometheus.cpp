@@ -152,6 +152,9 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
     w.sample("outbox_handler_abandoned_threads", {}, static_cast<std::uint64_t>(std::max(0, metrics.abandoned_threads())));
     w.family("outbox_leases_lost_total", "counter", "Leases this host found taken over while its handlers ran.");
     w.sample("outbox_leases_lost_total", {}, metrics.leases_lost());
+    w.family("outbox_outcomes_refused_total", "counter",
+             "Attempt outcomes the database refused on their own; their events run again after lease expiry.");
+    w.sample("outbox_outcomes_refused_total", {}, metrics.outcomes_refused());
     w.family("outbox_plugin_load_failures_total", "counter", "Plugin files this host refused to load.");
     w.sample("outbox_plugin_load_failures_total", {}, metrics.plugin_load_failures());
     w.family("outbox_events_rescued_total", "counter", "Expired leases this host's rescuer recovered.");
