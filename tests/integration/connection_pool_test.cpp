@@ -28,6 +28,41 @@ TEST(ConnectionPool, AHandleMovedIntoPlaceKeepsItsSlotUntilItIsDropped) {
     EXPECT_EQ(second.wait_for(10s), std::future_status::ready);
 }
 
+// Review F1: a call the host gives up on must not leave its backend waiting on a lock. The
+// guard sends a cancel request before it shuts the socket; without it the server keeps the
+// backend in the lock wait until it next writes to the client, which a lock wait never does.
+TEST(CallGuard, AGuardThatGivesUpCancelsTheStatementSoNoBackendKeepsWaitingOnItsLock) {
+    TestDatabase db;
+    pqxx::connection holder(db.url());
+    pqxx::nontransaction(holder).exec("SELECT pg_advisory_lock(4242)");
+    auto waiter = db::open_connection(db.url());
+    const int waiter_pid = waiter->backendpid();
+    const auto started = std::chrono::steady_clock::now();
+    {
+        db::CallGuard guard(*waiter, started + 500ms);
+        try {
+            pqxx::nontransaction(*waiter).exec("SELECT pg_advisory_lock(4242)");
+            ADD_FAILURE() << "the lock was granted while another session holds it";
+        } catch (const pqxx::sql_error& e) {
+            EXPECT_EQ(e.sqlstate(), "57014") << "the cancel request ended the statement";
+        } catch (const pqxx::broken_connection&) {
+            ADD_FAILURE() << "the socket was shut down: the cancel request did not end the statement";
+        }
+        EXPECT_FALSE(guard.fired());
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+    pqxx::connection observer(db.url());
+    const auto waiting = [&] {
+        return pqxx::nontransaction(observer)
+            .exec1("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(waiter_pid) +
+                   " AND wait_event_type = 'Lock'")[0]
+            .as<int>();
+    };
+    EXPECT_EQ(waiting(), 0) << "the backend still waits on the advisory lock";
+    // The connection stays usable: the cancel ended the statement, not the session.
+    EXPECT_EQ(pqxx::nontransaction(*waiter).exec1("SELECT 1")[0].as<int>(), 1);
+}
+
 TEST(ConnectionPool, StatementsArePreparedOncePerConnectionAndTheirNumberIsBounded) {
     TestDatabase db;
     db::ConnectionPool pool(db.url(), 1);

@@ -12,6 +12,7 @@
 #include "db/connect.hpp"
 #include "dispatch/fleet_limiter.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/ports.hpp"
 #include "support/test_host.hpp"
 
 namespace outbox::test {
@@ -279,6 +280,55 @@ TEST(FleetLimiter, AHostKeepsAndRenewsItsSlotsAcrossRepeatedConnectionCuts) {
     EXPECT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE token IS NOT NULL") == "0"; },
                            5s))
         << "the release reaches the database once it answers";
+}
+
+// Review F3: renewals go over the path slots are taken on. With session_url unreachable and
+// database.url working, 0.2.0 took slots it could not renew; each expired under its running
+// call and another host took it, so the fleet ran several times max_concurrency calls.
+TEST(FleetLimiter, AnUnreachableSessionUrlCostsNoSlotBecauseRenewalsGoWhereTakesGo) {
+    TestDatabase db;
+    db::OutageLog outage;
+    const std::string unreachable = "postgresql://outbox@127.0.0.1:" + std::to_string(free_port()) + "/outbox";
+    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "host-a", .renew_interval = 200ms, .slot_ttl = 1s,
+                                                      .fallback_poll = 300ms, .session_url = unreachable});
+    const auto entry = limited_entry("v", 1);
+    auto permit = limiter.acquire(entry, give_up_after(5s));
+    ASSERT_TRUE(permit.has_value());
+    // Three slot lifetimes: another host tries to take the slot every 150 ms.
+    pqxx::connection other(db.url());
+    int stolen = 0;
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < until) {
+        stolen += static_cast<int>(pqxx::nontransaction(other)
+                                       .exec("SELECT * FROM outbox_take_handler_slot('v', 1, 'host-b', interval '1 second')")
+                                       .size());
+        std::this_thread::sleep_for(150ms);
+    }
+    EXPECT_EQ(stolen, 0) << "the slot of a running call expired: its renewals did not reach the database";
+    permit.reset();
+    EXPECT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE token IS NOT NULL") == "0"; },
+                           5s))
+        << "the release goes over database.url too";
+}
+
+// Review F9: a renewal never revives a slot that expired, since a 0.1.0 host may have taken it
+// by its advisory lock without touching the row; the call is reported SLOT_LOST instead.
+TEST(FleetLimiter, ARenewalNeverRevivesAnExpiredSlot) {
+    TestDatabase db;
+    db::OutageLog outage;
+    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "host-a", .renew_interval = 200ms, .slot_ttl = 5s,
+                                                      .fallback_poll = 300ms});
+    const auto entry = limited_entry("u", 1);
+    auto permit = limiter.acquire(entry, give_up_after(5s));
+    ASSERT_TRUE(permit.has_value());
+    // As if the renewer had stalled past the expiry.
+    db.exec("UPDATE outbox_handler_slot SET expires_at = clock_timestamp() - interval '1 second' WHERE holder = 'host-a'");
+    std::this_thread::sleep_for(800ms);  // four renewal intervals: any renewal has run
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE holder = 'host-a' AND expires_at > clock_timestamp()"),
+              "0")
+        << "an expired slot was renewed";
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM outbox_take_handler_slot('u', 1, 'host-b', interval '1 second')"), "1")
+        << "the expired slot is free for another host";
 }
 
 TEST(FleetLimiter, HostsOfThePreviousReleaseAndThisOneShareTheSlots) {

@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -34,8 +36,75 @@ std::string seconds_text(std::chrono::milliseconds value) {
     return std::to_string(std::max<long long>(1, (value.count() + 999) / 1000));
 }
 
-/// Shuts down the sockets of calls that overran their deadline. One thread per process,
-/// started on first use; it sleeps until the earliest deadline.
+// libpqxx 6.4 keeps a connection's PGconn private, and libpq's PQgetCancel needs it. An
+// explicit instantiation may name a private member ([temp.spec.general]): this one reads it.
+using RawConnection = pqxx::internal::pq::PGconn* (pqxx::connection_base::*)() const;
+struct RawConnectionTag {
+    friend RawConnection raw_connection_member(RawConnectionTag);
+};
+template <RawConnection Member>
+struct RawConnectionAccess {
+    friend RawConnection raw_connection_member(RawConnectionTag) { return Member; }
+};
+template struct RawConnectionAccess<&pqxx::connection_base::raw_connection>;
+
+using CancelHandle = std::shared_ptr<PGcancel>;
+
+CancelHandle cancel_handle(const pqxx::connection_base& conn) {
+    PGconn* raw = (conn.*raw_connection_member(RawConnectionTag{}))();
+    PGcancel* cancel = raw == nullptr ? nullptr : PQgetCancel(raw);
+    return cancel == nullptr ? nullptr : CancelHandle(cancel, PQfreeCancel);
+}
+
+/// Sends cancel requests on a thread of its own: PQcancel opens a connection and waits for
+/// the server to close it, which on a silent network may take until the path answers again.
+/// Detached, so a cancel stuck that way never holds up the process' exit; at most kQueued
+/// requests wait behind it, later ones are dropped (their sockets are shut down anyway).
+class Canceller {
+public:
+    static void send(CancelHandle cancel) {
+        static const std::shared_ptr<Canceller> canceller = start();
+        {
+            std::lock_guard lock(canceller->mutex_);
+            if (canceller->queue_.size() >= kQueued) return;
+            canceller->queue_.push_back(std::move(cancel));
+        }
+        canceller->changed_.notify_one();
+    }
+
+private:
+    static constexpr std::size_t kQueued = 64;
+
+    static std::shared_ptr<Canceller> start() {
+        auto canceller = std::make_shared<Canceller>();
+        std::thread([canceller] { canceller->run(); }).detach();
+        return canceller;
+    }
+
+    void run() {
+        while (true) {
+            CancelHandle next;
+            {
+                std::unique_lock lock(mutex_);
+                changed_.wait(lock, [&] { return !queue_.empty(); });
+                next = std::move(queue_.front());
+                queue_.pop_front();
+            }
+            std::array<char, 256> error{};
+            PQcancel(next.get(), error.data(), static_cast<int>(error.size()));
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<CancelHandle> queue_;
+};
+
+/// Ends calls that overran their deadline: a cancel request first, so the server stops the
+/// statement (a lock wait above all) instead of holding its backend until it notices the
+/// client is gone; kCancelWait later, unless the call has returned meanwhile, the socket is
+/// shut down. One thread per process, started on first use; it sleeps until the earliest
+/// deadline.
 class Watchdog {
 public:
     static Watchdog& instance() {
@@ -46,7 +115,7 @@ public:
     // The watchdog works on its own duplicate of the descriptor: shutting the duplicate
     // down ends the connection's socket, and its number can never have been reused for
     // another file meanwhile (libpq may close its own descriptor inside the call).
-    std::uint64_t add(int fd, std::chrono::steady_clock::time_point deadline) {
+    std::uint64_t add(int fd, std::chrono::steady_clock::time_point deadline, CancelHandle cancel) {
         const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
         if (own < 0) return 0;
         std::uint64_t id = 0;
@@ -59,7 +128,7 @@ public:
                 throw;
             }
             id = ++next_id_;
-            calls_.emplace(id, Call{own, deadline, false});
+            calls_.emplace(id, Call{own, deadline, std::move(cancel), false, false});
             ++generation_;
         }
         changed_.notify_all();
@@ -83,9 +152,15 @@ public:
     }
 
 private:
+    // A cancelled statement ends within milliseconds; the shutdown after this wait is for
+    // the server (or the path to it) that does not answer at all.
+    static constexpr std::chrono::milliseconds kCancelWait{250};
+
     struct Call {
         int fd;
         std::chrono::steady_clock::time_point deadline;
+        CancelHandle cancel;
+        bool cancelled;
         bool fired;
     };
 
@@ -96,6 +171,11 @@ private:
             const auto now = std::chrono::steady_clock::now();
             for (auto& [id, call] : calls_) {
                 if (call.fired) continue;
+                if (call.deadline <= now && call.cancel && !call.cancelled) {
+                    Canceller::send(std::move(call.cancel));
+                    call.cancelled = true;
+                    call.deadline = now + kCancelWait;
+                }
                 if (call.deadline <= now) {
                     ::shutdown(call.fd, SHUT_RDWR);
                     call.fired = true;
@@ -188,7 +268,7 @@ std::unique_ptr<pqxx::connection> open_connection(const std::string& url) {
 
 CallGuard::CallGuard(pqxx::connection_base& conn, std::chrono::steady_clock::time_point deadline) {
     const int fd = conn.sock();
-    if (fd >= 0) id_ = Watchdog::instance().add(fd, deadline);
+    if (fd >= 0) id_ = Watchdog::instance().add(fd, deadline, cancel_handle(conn));
 }
 
 CallGuard::CallGuard(pqxx::connection_base& conn)

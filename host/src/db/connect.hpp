@@ -54,9 +54,11 @@ std::string conninfo_with(const std::string& url, const std::map<std::string, st
 std::unique_ptr<pqxx::connection> open_connection(const std::string& url);
 
 /// Bounds one database call on `conn` by a deadline kept by the host itself: when the call
-/// has not returned by then, a watchdog thread shuts the connection's socket down, so
-/// libpq's blocking read fails at once (the connection is then broken and must be
-/// dropped). Scope it tightly around the call; `conn` must outlive it.
+/// has not returned by then, a watchdog thread sends the server a cancel request (so no
+/// backend is left waiting on a lock for a client that gave up) and, if the call has still
+/// not returned 250 ms later, shuts the connection's socket down, so libpq's blocking read
+/// fails at once (the connection is then broken and must be dropped). Scope it tightly
+/// around the call; `conn` must outlive it.
 class CallGuard {
 public:
     CallGuard(pqxx::connection_base& conn, std::chrono::steady_clock::time_point deadline);
@@ -68,7 +70,8 @@ public:
     CallGuard(CallGuard&&) = delete;
     CallGuard& operator=(CallGuard&&) = delete;
 
-    /// Whether the watchdog shut the socket down.
+    /// Whether the watchdog shut the socket down (a call its cancel request ended fails with
+    /// SQLSTATE 57014 instead, and keeps its connection).
     [[nodiscard]] bool fired() const noexcept;
 
 private:

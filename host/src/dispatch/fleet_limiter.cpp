@@ -24,13 +24,15 @@ constexpr const char* kSlotFreeChannel = "outbox_handler_slot_free";
 constexpr const char* kTakeSlotSql =
     "SELECT taken_slot, taken_token::text FROM outbox_take_handler_slot($1, $2, $3, $4::bigint * interval '1 millisecond')";
 
-// Renewals are fenced on the token: a slot that expired and was taken by another host is
-// not renewed, and does not come back in RETURNING.
+// Renewals are fenced on the token and on the expiry: a slot that expired may have been
+// taken meanwhile, by another host (a new token) or by a 0.1.0 host (an advisory lock that
+// leaves the row as it is), so it is never revived; it does not come back in RETURNING and
+// its call is reported SLOT_LOST (correctness review F9).
 constexpr const char* kRenewSlotsSql = R"SQL(
 UPDATE outbox_handler_slot s
 SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
 FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[]), pg_catalog.unnest($3::uuid[])) AS h(handler_name, slot, token)
-WHERE s.handler_name = h.handler_name AND s.slot = h.slot AND s.token = h.token
+WHERE s.handler_name = h.handler_name AND s.slot = h.slot AND s.token = h.token AND s.expires_at > clock_timestamp()
 RETURNING s.token::text
 )SQL";
 
@@ -53,6 +55,9 @@ constexpr const char* kReserveStartSql =
 // Idle connections kept for takes, releases and reservations; more are opened while many
 // workers need one at the same moment, and closed after.
 constexpr std::size_t kMaxIdleConnections = 4;
+
+// How often the LISTEN connection is checked for an answer.
+constexpr auto kListenCheck = std::chrono::seconds{10};
 
 // How often a wait looks at give_up(), which has no notification of its own.
 constexpr auto kGiveUpCheck = std::chrono::milliseconds{20};
@@ -228,6 +233,11 @@ std::optional<FleetLimiter::Permit> FleetLimiter::take_slot(const routing::Handl
             std::lock_guard lock(mutex_);
             seen = releases_[entry.name];
         }
+        if (!renewals_ok_) {
+            // A slot taken now could not be kept: wait until renewals reach the database.
+            if (!wait_for_release(entry.name, seen, options_.fallback_poll, give_up)) return std::nullopt;
+            continue;
+        }
         const auto taken = with_connection([&](pqxx::connection& conn) {
             pqxx::nontransaction tx(conn);
             const pqxx::result rows =
@@ -306,8 +316,12 @@ void FleetLimiter::release(std::uint64_t id) noexcept {
     }
 }
 
+// Renewals and releases go over the path slots are taken on (database.url); session_url
+// carries only the LISTEN for releases. A path that takes slots but cannot renew them would
+// let every slot expire under its running call and be taken again, so the fleet could run
+// many times max_concurrency calls (correctness review F3). While renewals fail, this host
+// takes no new slot (take_slot), and LISTEN failing only costs the fallback poll.
 void FleetLimiter::renew_loop(std::stop_token stop) {
-    db::ReconnectBackoff backoff;
     const auto renew = [&](pqxx::connection& conn) {
         SlotBatch releasing, renewing;
         {
@@ -319,7 +333,7 @@ void FleetLimiter::renew_loop(std::stop_token stop) {
             std::lock_guard lock(mutex_);
             for (const auto id : releasing.ids) held_.erase(id);
         }
-        if (renewing.empty()) return;
+        if (renewing.empty()) return true;
         pqxx::nontransaction tx(conn);
         const pqxx::result rows = tx.exec_params(kRenewSlotsSql, db::pg_array(renewing.handlers), db::pg_array(renewing.slots),
                                                  db::pg_array(renewing.tokens), static_cast<long long>(options_.slot_ttl.count()));
@@ -330,56 +344,118 @@ void FleetLimiter::renew_loop(std::stop_token stop) {
             if (kept.count(renewing.tokens[i]) != 0) continue;
             const auto it = held_.find(renewing.ids[i]);
             if (it == held_.end() || it->second.releasing) continue;  // its call ended meanwhile
-            // Out of reach for longer than the slot's expiry, and another host took it: the
-            // fleet may run one call too many until this one ends.
+            // Out of reach for longer than the slot's expiry: another host may have taken it,
+            // and the fleet may run one call too many until this one ends.
             log::warn("fleet concurrency slot expired while its call was running", {.handler = it->second.handler, .code = "SLOT_LOST"});
             held_.erase(it);
         }
+        return true;
     };
     const std::optional<std::string> listen = listen_url(url_, options_.session_url);
-    while (!stop.stop_requested()) {
-        try {
-            const auto opened = std::chrono::steady_clock::now();
-            auto conn = open_limiter_connection(listen.value_or(url_));
-            // Bounds LISTEN, each renewal, and the receiver's UNLISTEN when it is destroyed
-            // (declared before it, so destroyed after it): a silent server holds nothing.
-            std::optional<db::CallGuard> guard;
-            guard.emplace(*conn);
-            std::optional<Receiver> receiver;
-            if (listen) receiver.emplace(*conn, *this);
-            conn->get_notifs();  // sends LISTEN
-            guard.reset();
-            // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.
-            if (!conn->is_open()) throw pqxx::broken_connection("LISTEN got no answer");
-            bool reconnected = true;
-            auto next_renewal = std::chrono::steady_clock::now();
-            while (!stop.stop_requested()) {
-                if (std::chrono::steady_clock::now() >= next_renewal) {
-                    guard.emplace(*conn);
-                    renew(*conn);
-                    guard.reset();
-                    outage_.succeeded(opened);
-                    backoff.reset();
-                    next_renewal = std::chrono::steady_clock::now() + options_.renew_interval;
-                    if (reconnected) {
-                        // Releases announced while not listening were missed: waiters look again.
-                        reconnected = false;
-                        std::vector<std::string> handlers;
-                        {
-                            std::lock_guard lock(mutex_);
-                            for (const auto& [handler, count] : releases_) handlers.push_back(handler);
-                        }
-                        for (const auto& handler : handlers) note_released(handler);
-                    }
-                }
-                conn->await_notification(0, 200'000);
+    // Declared in this order so the receiver (its UNLISTEN) goes before its connection.
+    std::unique_ptr<pqxx::connection> listening;
+    std::optional<Receiver> receiver;
+    const auto stop_listening = [&] {
+        if (listening) {
+            try {
+                const db::CallGuard guard(*listening, std::chrono::steady_clock::now() + std::chrono::seconds{1});
+                receiver.reset();
+            } catch (...) {
+                // A broken connection has nothing left to unlisten.
             }
-            guard.emplace(*conn, std::chrono::steady_clock::now() + std::chrono::seconds{1});
-        } catch (...) {
-            outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
-            db::sleep_for(backoff.next(), stop);
+        }
+        receiver.reset();
+        listening.reset();
+    };
+    db::ReconnectBackoff listen_backoff;
+    std::chrono::steady_clock::time_point listening_since{};
+    auto next_listen = std::chrono::steady_clock::now();
+    auto next_renewal = std::chrono::steady_clock::now();
+    auto next_listen_check = std::chrono::steady_clock::now() + kListenCheck;
+    bool renewals_failed = false;
+    while (!stop.stop_requested()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (listen && !listening && now >= next_listen) {
+            try {
+                listening_since = std::chrono::steady_clock::now();
+                listening = open_limiter_connection(*listen);
+                // Bounds LISTEN: a silent server holds nothing.
+                {
+                    const db::CallGuard guard(*listening);
+                    receiver.emplace(*listening, *this);
+                    listening->get_notifs();  // sends LISTEN
+                }
+                // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.
+                if (!listening->is_open()) throw pqxx::broken_connection("LISTEN got no answer");
+                outage_.succeeded(listening_since);
+                listen_backoff.reset();
+                std::vector<std::string> handlers;
+                {
+                    std::lock_guard lock(mutex_);
+                    for (const auto& [handler, count] : releases_) handlers.push_back(handler);
+                }
+                for (const auto& handler : handlers) note_released(handler);
+            } catch (...) {
+                outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
+                stop_listening();
+                next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
+            }
+        }
+        if (now >= next_renewal) {
+            bool renewed = false;
+            if (listening && *listen == url_) {
+                // Without a session_url both paths are database.url: the LISTEN connection renews,
+                // as it always did, and the host keeps one connection fewer.
+                try {
+                    const db::CallGuard guard(*listening);
+                    renewed = renew(*listening);
+                    outage_.succeeded(listening_since);
+                } catch (...) {
+                    outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
+                    stop_listening();
+                    next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
+                }
+            } else {
+                renewed = with_connection(renew).has_value();
+            }
+            renewals_ok_ = renewed;
+            if (renewed && renewals_failed) {
+                // Releases announced while the path was down were missed: waiters look again.
+                std::vector<std::string> handlers;
+                {
+                    std::lock_guard lock(mutex_);
+                    for (const auto& [handler, count] : releases_) handlers.push_back(handler);
+                }
+                for (const auto& handler : handlers) note_released(handler);
+            }
+            renewals_failed = !renewed;
+            // A failed renewal is retried sooner: a short blip must not cost the slots.
+            next_renewal = std::chrono::steady_clock::now() + (renewed ? options_.renew_interval : options_.renew_interval / 4);
+        }
+        if (listening && now >= next_listen_check) {
+            // A LISTEN whose path went silent would never hear another release: one guarded
+            // round trip now and then finds out.
+            try {
+                const db::CallGuard guard(*listening);
+                pqxx::nontransaction(*listening).exec("SELECT 1");
+            } catch (...) {
+                stop_listening();
+                next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
+            }
+            next_listen_check = std::chrono::steady_clock::now() + kListenCheck;
+        }
+        if (listening) {
+            try {
+                listening->await_notification(0, 200'000);
+            } catch (...) {
+                stop_listening();
+                next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
+            }
+        } else {
+            db::sleep_for(std::chrono::milliseconds{200}, stop);
         }
     }
+    stop_listening();
 }
 
 }  // namespace outbox::dispatch

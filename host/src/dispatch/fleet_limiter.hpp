@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -29,8 +30,10 @@ using routing::HandlerEntry;
 /// - concurrency (migration V6): slot i of a handler is a row in outbox_handler_slot that a
 ///   host takes with a fresh token and an expiry. A renewer thread pushes the expiry of the
 ///   slots this host holds forward every `renew_interval`; a call gives its slot back when
-///   it ends. A host that loses its connection keeps its slots (its calls go on) and takes
-///   no new ones; once reconnected it renews them, fenced on their tokens. A host that dies
+///   it ends. Renewals, releases and takes share one path (database.url; session_url only
+///   carries the LISTEN for releases). A host whose renewals fail keeps its slots (its calls
+///   go on) and takes no new ones; once they reach the database again it renews them, fenced
+///   on their tokens and never past their expiry. A host that dies
 ///   frees its slots when they expire, at most `slot_ttl` after its last renewal. Waiting
 ///   for a slot listens for releases (NOTIFY) and otherwise re-checks every `fallback_poll`.
 /// - rate (migration V2): every call reserves the next start time in outbox_handler_throttle,
@@ -125,6 +128,7 @@ private:
     std::map<std::string, std::uint64_t> releases_;   // handler -> releases seen (NOTIFY or local)
     std::uint64_t next_id_ = 1;
     std::optional<std::chrono::steady_clock::time_point> last_lock_warning_;
+    std::atomic<bool> renewals_ok_{true};  // the renewer's last renewal reached the database
     std::jthread renewer_;
 };
 
