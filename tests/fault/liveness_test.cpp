@@ -193,7 +193,7 @@ TEST(Liveness, APathToTheDatabaseThatGoesSilentIsNoticedAndSurvived) {
                                            {"OUTBOX_MAX_ATTEMPTS", "50"},
                                            {"OUTBOX_INITIAL_BACKOFF", "100ms"},
                                            {"OUTBOX_MAX_BACKOFF", "1s"},
-                                           {"OUTBOX_SHUTDOWN_TIMEOUT", "30s"}}));
+                                           {"OUTBOX_SHUTDOWN_TIMEOUT", name == "quiet-b" ? "5s" : "30s"}}));
     }
     const auto completed = [&] { return count(url, "SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'"); };
     ASSERT_TRUE(wait_until([&] { return completed() >= kEvents / 5; }, 60s)) << status_summary(url);
@@ -214,13 +214,16 @@ TEST(Liveness, APathToTheDatabaseThatGoesSilentIsNoticedAndSurvived) {
         ASSERT_TRUE(ready) << "/readyz must answer during the silence";
         EXPECT_EQ(ready->status, 503) << ready->body;
     }
-    // A stop during the silence still ends within shutdown_timeout (30 s).
+    // A stop during the silence honours shutdown_timeout (5 s for quiet-b): writes that cannot
+    // reach the database are left to lease expiry, never waited for beyond the bound
+    // (correctness review item 9; 0.2.0 took more than 15 s here).
     const auto term = std::chrono::steady_clock::now();
     hosts[1]->signal(SIGTERM);
     const auto code = hosts[1]->wait(60s);
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - term);
-    EXPECT_TRUE(code == std::optional<int>(0)) << (code ? *code : -1) << "\n" << fleet.log(names[1]);
-    EXPECT_LT(took, 30s) << took.count() << " ms\n" << fleet.log(names[1]);
+    EXPECT_TRUE(code == std::optional<int>(0) || code == std::optional<int>(3)) << (code ? *code : -1) << "\n"
+                                                                                << fleet.log(names[1]);
+    EXPECT_LT(took, 7s) << took.count() << " ms\n" << fleet.log(names[1]);
 
     std::this_thread::sleep_until(silence + 60s);
     ASSERT_FALSE(hosts[0]->wait(0ms)) << fleet.log(names[0]);

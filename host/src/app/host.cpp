@@ -315,6 +315,12 @@ int Host::stop() {
     stopped_ = true;
     watcher_ready_ = nullptr;
     registry_service_.request_stop();
+    // Asked first, joined after the handlers: a service inside a database call that does not
+    // answer must not delay the handlers' part of the stop.
+    services_.request_stop();
+    const bool handlers_clean = runtime_ ? runtime_->stop_handlers() : true;
+    handlers_settled_ = (handlers_clean && !(runtime_ && runtime_->exhausted()) ? 0 : 3) |
+                        (runtime_ && runtime_->outage().down() ? 0x100 : 0);
     services_.stop();
     const bool clean = runtime_ ? runtime_->stop() : true;
     registry_service_.stop();

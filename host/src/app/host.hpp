@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -92,6 +93,19 @@ public:
     /// returned (or too many were abandoned). After 3 the caller must end the process
     /// without destroying this host: those threads still use it.
     int stop();
+    /// During stop(), once the handlers are done: the process' exit code (0, or 3 when a
+    /// handler thread had to be abandoned) and whether the database was unreachable then;
+    /// empty while handlers may still run. What stop() does after that only waits for the
+    /// database, which `outboxd run` bounds.
+    struct HandlersSettled {
+        int exit_code;
+        bool database_down;
+    };
+    [[nodiscard]] std::optional<HandlersSettled> handlers_settled() const noexcept {
+        const int state = handlers_settled_.load();
+        if (state < 0) return std::nullopt;
+        return HandlersSettled{state & 0xff, (state & 0x100) != 0};
+    }
 
     [[nodiscard]] const std::string& host_id() const noexcept { return host_id_; }
     [[nodiscard]] metrics::Metrics& metrics() noexcept { return metrics_; }
@@ -122,6 +136,7 @@ private:
     std::atomic<bool> reload_pending_{false};
     bool stopped_ = false;
     bool threads_stuck_ = false;
+    std::atomic<int> handlers_settled_{-1};
     int exit_code_ = 0;
 };
 

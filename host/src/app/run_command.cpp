@@ -1,5 +1,9 @@
+#include <algorithm>
+#include <condition_variable>
 #include <csignal>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <pthread.h>
@@ -96,18 +100,42 @@ int run_command(const config::Config& config, bool migrate_first, const AdminFac
     }
     notifier.stopping();
     // A stop that overruns its bound (outbox.shutdown_timeout for handlers, then the cancel
-    // grace and storing outcomes) is itself a hang: end the process with code 3.
-    std::jthread stop_watchdog([bound = config.outbox.shutdown_timeout + stop_margin(config),
+    // grace and storing outcomes) is itself a hang: end the process with code 3. Once the
+    // handlers are done, what is left only writes to the database (outcomes, giving back,
+    // the host's row): it gets until outbox.shutdown_timeout, and at least kStoreGrace after
+    // the handlers unless the database is known to be unreachable. Writes that could not
+    // reach the database by then are left to lease expiry (their events run again), and the
+    // exit code is the handlers' (review item 9).
+    std::jthread stop_watchdog([&host, began = std::chrono::steady_clock::now(), shutdown = config.outbox.shutdown_timeout,
                                 margin = stop_margin(config)](std::stop_token done) {
+        constexpr auto kStoreGrace = std::chrono::seconds{2};
         std::mutex mutex;
         std::condition_variable_any cv;
         std::unique_lock lock(mutex);
-        if (cv.wait_for(lock, done, bound, [] { return false; }) || done.stop_requested()) return;
-        log::error("stopping took longer than outbox.shutdown_timeout plus " +
-                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(margin).count()) +
-                   "s; exiting with code 3");
-        spdlog::default_logger_raw()->flush();
-        std::_Exit(3);
+        std::optional<std::chrono::steady_clock::time_point> settled_at;
+        while (!done.stop_requested()) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= began + shutdown + margin) {
+                log::error("stopping took longer than outbox.shutdown_timeout plus " +
+                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(margin).count()) +
+                           "s; exiting with code 3");
+                spdlog::default_logger_raw()->flush();
+                std::_Exit(3);
+            }
+            if (const auto settled = host.handlers_settled()) {
+                if (!settled_at) settled_at = now;
+                const auto grace = settled->database_down ? std::chrono::seconds{0} : kStoreGrace;
+                if (now >= std::max(began + shutdown, *settled_at + grace)) {
+                    log::warn("the database did not take this host's last writes within outbox.shutdown_timeout; "
+                              "outcomes not stored are left to lease expiry and their events run again");
+                    log::info(settled->exit_code == 0 ? "outboxd stopped"
+                                                      : "outboxd stopped with handler threads still running (exit code 3)");
+                    spdlog::default_logger_raw()->flush();
+                    std::_Exit(settled->exit_code);
+                }
+            }
+            cv.wait_for(lock, done, std::chrono::milliseconds{50}, [] { return false; });
+        }
     });
     const int code = host.stop();
     stop_watchdog.request_stop();

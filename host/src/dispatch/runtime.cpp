@@ -217,19 +217,20 @@ bool Runtime::join_finished_workers(std::chrono::steady_clock::time_point deadli
     }
 }
 
-bool Runtime::stop() {
-    if (!started_ || stopped_) return clean_;
-    stopped_ = true;
+bool Runtime::stop_handlers() {
+    if (!started_ || handlers_stopped_) return handlers_clean_;
+    stop_started_ = std::chrono::steady_clock::now();
+    handlers_stopped_ = true;
     stopping_ = true;
-    const auto shutdown_deadline = std::chrono::steady_clock::now() + options_.shutdown_timeout;
+    const auto shutdown_deadline = stop_started_ + options_.shutdown_timeout;
     // Workers take nothing new from here, even while the scheduler is still inside a
-    // database call (up to database.call_timeout).
+    // database call (up to database.call_timeout): the claiming threads are asked to stop
+    // now and joined once the handlers are done, so a silent database cannot delay the
+    // handlers' part of the stop.
     std::vector<Work> unstarted = queue_.close();
-    claiming_.stop();
+    claiming_.request_stop();
     // From here only this thread abandons calls: no replacement threads while stopping.
     watch_.stop();
-
-    for (auto& late : queue_.close()) unstarted.push_back(std::move(late));  // claimed while stopping
     release_unstarted(std::move(unstarted), shutdown_deadline);
 
     if (!queue_.wait_idle(shutdown_deadline)) {
@@ -245,6 +246,18 @@ bool Runtime::stop() {
             queue_.wait_idle(std::chrono::steady_clock::now() + db::connection_settings().call_timeout);
         }
     }
+    handlers_clean_ = abandoned_.load() == 0;
+    return handlers_clean_;
+}
+
+bool Runtime::stop() {
+    if (!started_ || stopped_) return clean_;
+    stopped_ = true;
+    stop_handlers();
+    const auto shutdown_deadline = stop_started_ + options_.shutdown_timeout;
+    claiming_.stop();
+    // Claimed while stopping, before the scheduler saw the stop.
+    release_unstarted(queue_.close(), std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds{1}));
 
     bookkeeping_.stop();
 

@@ -56,6 +56,11 @@ public:
     /// returned: the caller must then end the process (exit code 3) without destroying
     /// anything those threads use.
     bool stop();
+    /// The first part of stop(): claiming stops, unstarted events are given back and running
+    /// handlers finish, are cancelled or abandoned. What remains (joining the claiming threads,
+    /// storing outcomes, the heartbeat) only waits for the database. Returns false when a
+    /// handler thread had to be abandoned. stop() calls it when it was not called before.
+    bool stop_handlers();
 
     /// Routes new claims to `handlers` from now on; events already claimed finish with the
     /// handlers they were claimed for (their plugins stay loaded until then).
@@ -119,6 +124,9 @@ private:
     std::vector<WorkerThread> workers_;
     bool started_ = false;
     bool stopped_ = false;
+    bool handlers_stopped_ = false;
+    std::chrono::steady_clock::time_point stop_started_{};
+    bool handlers_clean_ = true;
     bool clean_ = true;
 };
 
