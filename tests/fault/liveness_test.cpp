@@ -119,7 +119,10 @@ TEST(Liveness, SigtermDuringEachPhaseOfStartUpStopsTheHostWithoutClaiming) {
         << "nothing left half-claimed";
 }
 
-TEST(Liveness, AHandlerThatNeverReturnsMakesTheStopExitThreeAndItsEventIsStored) {
+// Review F2/F4: a call that never returns keeps its event. The stop exits 3 without storing
+// an outcome, so the event stays leased until the lease expires after the process is gone;
+// only then may the rescuer run it again (0.2.0 stored HANDLER_TIMEOUT while the call ran).
+TEST(Liveness, AHandlerThatNeverReturnsMakesTheStopExitThreeAndLeavesItsEventToTheRescuer) {
     TestDatabase db;
     create_scripted_effect_table(db.url());
     const std::string stuck = publish_many(db.url(), "TestRequested", R"({"block_forever": true})", 1)[0];
@@ -130,9 +133,10 @@ TEST(Liveness, AHandlerThatNeverReturnsMakesTheStopExitThreeAndItsEventIsStored)
         << fleet.log("stuck");
     host->signal(SIGTERM);
     EXPECT_EQ(host->wait(30s), std::optional<int>(3)) << fleet.log("stuck");
-    EXPECT_EQ(db.scalar("SELECT status || ' ' || last_error_code FROM event_publication WHERE event_id = '" + stuck + "'"),
-              "RETRY_WAIT HANDLER_TIMEOUT")
-        << "the stop stored the abandoned attempt instead of leaving its lease to expire";
+    EXPECT_EQ(db.scalar("SELECT status || ' ' || coalesce(last_error_code, '-') || ' ' || lease_owner FROM "
+                        "event_publication WHERE event_id = '" + stuck + "'"),
+              "PROCESSING - stuck")
+        << "the stop must not store an outcome while the call may still be running";
     EXPECT_EQ(count_lines(fleet.log("stuck"), "never returned"), 1) << fleet.log("stuck");
 }
 
@@ -149,9 +153,10 @@ TEST(Liveness, MoreStuckThreadsThanAllowedMakeTheHostExitThreeOnItsOwnAfterOther
                                  {"OUTBOX_POLL_INTERVAL", "100ms"}});
     auto host = fleet.start("exhausted");
     EXPECT_EQ(host->wait(30s), std::optional<int>(3)) << fleet.log("exhausted");
-    EXPECT_EQ(count(db.url(), "SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED' AND "
-                              "last_error_code = 'HANDLER_TIMEOUT'"),
-              2);
+    EXPECT_EQ(count(db.url(), "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' AND "
+                              "lease_owner = 'exhausted'"),
+              2)
+        << "the stuck calls' events stay leased to the exited host, for the rescuer once the leases expire";
     EXPECT_EQ(count_lines(fleet.log("exhausted"), "max_abandoned_threads"), 1) << fleet.log("exhausted");
 }
 

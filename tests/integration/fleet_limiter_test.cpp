@@ -11,6 +11,7 @@
 
 #include "db/connect.hpp"
 #include "dispatch/fleet_limiter.hpp"
+#include "operations/backlog_query.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/ports.hpp"
 #include "support/test_host.hpp"
@@ -144,6 +145,55 @@ TEST(FleetLimiter, ThreeHostsTogetherNeverExceedMaxConcurrency) {
     const int worst = worst_call_overlap(scripted_effect_times(db.url()), kSleep);
     EXPECT_LE(worst, 2) << "calls in flight at once across the fleet";
     EXPECT_EQ(worst, 2) << "both slots are used";
+}
+
+// Review F2/F4: a call abandoned while it holds a handler's only fleet slot keeps the slot
+// until it returns, and workers on every host that wait for that slot give up after the
+// handler's timeout and give their events back, attempt refunded, instead of holding them
+// (and their workers) until the stuck call returns, which may be never.
+TEST(FleetLimiter, AWorkerWaitsForASlotHeldByAStuckCallAtMostTheHandlersTimeout) {
+    TestDatabase db;
+    create_scripted_effect_table(db.url());
+    const std::string stuck =
+        publish_many(db.url(), "TestRequested", R"({"sleep_ms": 8000, "ignore_cancel": true, "hang_times": 1})", 1)[0];
+    config::HandlerSettings settings;
+    settings.max_concurrency = 1;
+    settings.timeout = 1s;
+    auto hosts = three_hosts(db, settings);
+    for (auto& host : hosts) host->start();
+    const auto abandoned = [&] {
+        int n = 0;
+        for (auto& host : hosts) n += host->metrics().abandoned_threads();
+        return n;
+    };
+    // Timeout 1 s plus abandon_grace 2 s.
+    ASSERT_TRUE(wait_until([&] { return abandoned() == 1; }, 8s));
+    const auto others = publish_many(db.url(), "TestRequested", R"({"db": true})", 6);
+    const std::string owner = db.scalar("SELECT lease_owner FROM event_publication WHERE event_id = '" + stuck + "'");
+    // The call is out until 8 s: its slot stays taken, and waiting workers keep giving their
+    // events back (each claim and give-back moves the event's version by one).
+    ASSERT_TRUE(wait_until([&] {
+        return std::stoi(db.scalar("SELECT max(version) FROM event_publication WHERE event_id <> '" + stuck + "'")) >= 4;
+    }, 4s)) << "a worker kept waiting for the slot beyond the handler's timeout";
+    EXPECT_EQ(abandoned(), 1) << "still within the stuck call";
+    EXPECT_EQ(db.scalar("SELECT string_agg(holder, ',') FROM outbox_handler_slot WHERE handler_name = 'scripted' AND "
+                        "token IS NOT NULL"),
+              owner)
+        << "the slot is held by the host whose call is stuck";
+    {
+        pqxx::connection conn(db.url());
+        const auto gauges = operations::read_db_gauges(conn, *hosts[0]->runtime().handlers(), 5s);
+        EXPECT_EQ(gauges.handler_slots_taken.at("scripted"), 1) << "outbox_handler_slots_taken shows the stuck call's slot";
+    }
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'"), "0");
+    EXPECT_EQ(db.scalar("SELECT max(attempt_count) FROM event_publication WHERE event_id <> '" + stuck + "'"), "1")
+        << "a give-back refunds the attempt";
+    // Once the stuck call returns, everything completes.
+    ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "7"; },
+                           40s))
+        << db.scalar("SELECT string_agg(status || ':' || attempt_count, ',') FROM event_publication");
+    EXPECT_EQ(db.scalar("SELECT attempt_count FROM event_publication WHERE event_id = '" + stuck + "'"), "2");
+    for (auto& host : hosts) host->stop();
 }
 
 TEST(FleetLimiter, ConnectionBlipsNeverLetTheFleetExceedMaxConcurrency) {

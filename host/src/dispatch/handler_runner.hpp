@@ -19,8 +19,9 @@ struct HandlerRun {
     bool consumption_pending = false;
     /// The handler's transaction also moved the event to COMPLETED (see `completes`).
     bool completed = false;
-    /// handle() did not return by its deadline plus the grace: the host abandoned the call
-    /// and stored its outcome itself. Nothing of this run may be used or written.
+    /// handle() did not return by its deadline plus the grace: the host abandoned the call,
+    /// and the attempt ends as HANDLER_TIMEOUT now that it returned (Runtime::store_timeout).
+    /// Nothing of this run may be used or written.
     bool abandoned = false;
     std::chrono::nanoseconds duration{0};
 };

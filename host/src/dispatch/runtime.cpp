@@ -108,8 +108,12 @@ void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished, Work
         } slot{queue_, *work};
         if (!worker.process(*work)) {
             slot.owned = false;
+            // Only now, with the call over, may the event run again: its attempt ends with
+            // HANDLER_TIMEOUT (its late ctx.db() work was rolled back with its session).
+            store_timeout(*work->flight);
             metrics_.abandoned_threads(--abandoned_);
-            log::warn("an abandoned handler call returned at last; its thread ends",
+            log::warn("an abandoned handler call returned at last; its attempt is stored as HANDLER_TIMEOUT and its "
+                      "thread ends",
                       {work->claimed.event.id, work->claimed.event.type, {}, work->claimed.event.attempt,
                        "HANDLER_TIMEOUT", {}});
             break;
@@ -140,22 +144,21 @@ void Runtime::watch_deadlines(std::stop_token stop) {
     }
 }
 
+// An abandoned call keeps its event: the lease stays in the in-flight table, so the
+// heartbeat extends it, no other host runs the event and no later event of its aggregate
+// starts, and the fleet slot the call holds stays taken (correctness review F2, F4). Its
+// ctx.db() session is ended now, so whatever it does later never commits. Its worker's
+// place is given to a new thread; the outcome is stored when the call returns
+// (store_timeout), or, if it never does, the lease expires after the host exits and the
+// rescuer retries the event.
 void Runtime::abandon(InFlight& flight, bool replace_thread) {
     flight.forfeit_connection();
     queue_.done(flight.event_type, flight.suspect);
-    if (flight.lost) {
-        in_flight_.remove(flight.lease);  // another host owns the event: nothing to store
-    } else {
-        const core::HandlerOutcome timeout{core::HandlerOutcome::Kind::Retry, "HANDLER_TIMEOUT", std::nullopt};
-        const auto transition = core::decide_transition({timeout}, flight.attempt, options_.max_attempts, policy_,
-                                                        std::chrono::system_clock::now(), unit_random());
-        flight.finishing = true;
-        completer_.submit(lease::Finish{flight.lease, *transition, {}});
-    }
     const int stuck = ++abandoned_;
     metrics_.abandoned_threads(stuck);
     log::error("a handler call did not return by its deadline plus outbox.abandon_grace; abandoned it (" +
-                   std::to_string(stuck) + " abandoned thread(s))",
+                   std::to_string(stuck) + " abandoned thread(s)); its event stays leased to this host until the call "
+                   "returns",
                {flight.lease.event_id, flight.event_type, {}, flight.attempt, "HANDLER_TIMEOUT", {}});
     if (!replace_thread) return;
     if (stuck <= options_.abandoned_thread_limit()) {
@@ -169,6 +172,18 @@ void Runtime::abandon(InFlight& flight, bool replace_thread) {
         stop_claiming_.request_stop();
         if (on_exhausted_) on_exhausted_();
     }
+}
+
+void Runtime::store_timeout(InFlight& flight) {
+    if (flight.lost) {
+        in_flight_.remove(flight.lease);  // another host owns the event: nothing to store
+        return;
+    }
+    const core::HandlerOutcome timeout{core::HandlerOutcome::Kind::Retry, "HANDLER_TIMEOUT", std::nullopt};
+    const auto transition = core::decide_transition({timeout}, flight.attempt, options_.max_attempts, policy_,
+                                                    std::chrono::system_clock::now(), unit_random());
+    flight.finishing = true;
+    completer_.submit(lease::Finish{flight.lease, *transition, {}});
 }
 
 void Runtime::set_handlers(std::shared_ptr<const routing::HandlerSet> handlers) {
@@ -265,7 +280,8 @@ bool Runtime::stop() {
     clean_ = join_finished_workers(std::max(shutdown_deadline, std::chrono::steady_clock::now() + std::chrono::seconds{1}));
     if (!clean_) {
         log::error(std::to_string(abandoned_.load()) +
-                   " handler thread(s) never returned from handle(); their events were stored as HANDLER_TIMEOUT");
+                   " handler thread(s) never returned from handle(); their events stay leased to this host until the "
+                   "leases expire, and the rescuer retries them");
     }
     return clean_;
 }

@@ -29,9 +29,10 @@ namespace outbox::dispatch {
 /// NOTIFY listener and the deadline watch, each on its own thread with its own connection
 /// (handlers share a pool sized by database.pool_size).
 ///
-/// Handler calls that overrun their deadline plus outbox.abandon_grace are abandoned: the
-/// event's outcome (HANDLER_TIMEOUT) is stored by the host, the worker's slot is given to a
-/// new thread, and the stuck thread only leaves when (if ever) handle() returns. Beyond
+/// Handler calls that overrun their deadline plus outbox.abandon_grace are abandoned: their
+/// ctx.db() session is ended, the worker's slot is given to a new thread, and the event stays
+/// leased to this host (the heartbeat extends it, its fleet slot stays taken) until the
+/// stuck call returns; then its attempt is stored as HANDLER_TIMEOUT. Beyond
 /// outbox.max_abandoned_threads stuck threads the runtime stops claiming and reports
 /// exhaustion, so the host can exit with code 3 and be restarted by its supervisor.
 class Runtime {
@@ -51,10 +52,10 @@ public:
 
     /// Graceful stop: stop claiming, give back claimed events no worker started, let
     /// running handlers finish within shutdown_timeout (then cancel them through
-    /// ctx.cancelled(), and after a short grace abandon them with HANDLER_TIMEOUT), store
-    /// every outcome, stop the heartbeat. Returns false when some handler thread never
-    /// returned: the caller must then end the process (exit code 3) without destroying
-    /// anything those threads use.
+    /// ctx.cancelled(), and after a short grace abandon them: their leases are left to expire
+    /// after the process exits, and the rescuer retries those events), store every outcome,
+    /// stop the heartbeat. Returns false when some handler thread never returned: the caller
+    /// must then end the process (exit code 3) without destroying anything those threads use.
     bool stop();
     /// The first part of stop(): claiming stops, unstarted events are given back and running
     /// handlers finish, are cancelled or abandoned. What remains (joining the claiming threads,
@@ -91,6 +92,8 @@ private:
     void watch_deadlines(std::stop_token stop);
     /// Stores HANDLER_TIMEOUT for a call taken away from its worker and frees its slot.
     void abandon(InFlight& flight, bool replace_thread);
+    /// The attempt of an abandoned call that returned at last: HANDLER_TIMEOUT.
+    void store_timeout(InFlight& flight);
     void release_unstarted(std::vector<Work> unstarted, std::chrono::steady_clock::time_point deadline);
     /// Joins the worker threads that have finished; true when none is left.
     bool join_finished_workers(std::chrono::steady_clock::time_point deadline);

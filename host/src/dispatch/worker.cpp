@@ -42,9 +42,17 @@ bool Worker::process(const Work& work) {
             outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
             break;
         }
+        // A fleet slot is waited for at most one call's timeout: a slot held by a stuck call
+        // (kept until that call returns) must not hold this worker and its lease for good.
+        // Given up, the event goes back with its attempt refunded (release below).
+        const auto wait_for_slot_until = std::chrono::steady_clock::now() + entry->settings.timeout;
         std::optional<FleetLimiter::Permit> permit =
             FleetLimiter::limited(entry->settings)
-                ? limiter_.acquire(*entry, [&] { return work.flight->lost || stopping_; })
+                ? limiter_.acquire(*entry,
+                                   [&] {
+                                       return work.flight->lost || stopping_ ||
+                                              std::chrono::steady_clock::now() >= wait_for_slot_until;
+                                   })
                 : std::optional<FleetLimiter::Permit>(std::in_place);
         if (!permit) {
             if (work.flight->lost) {

@@ -100,6 +100,12 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         for (const auto& [handler, paused] : gauges->handler_paused) {
             w.sample("outbox_handler_paused", {{"handler", handler}}, paused ? "1" : "0");
         }
+        w.family("outbox_handler_slots_taken", "gauge",
+                 "Fleet concurrency slots (max_concurrency) taken and not expired, by any host; a slot of an "
+                 "abandoned call stays taken until the call returns.");
+        for (const auto& [handler, taken] : gauges->handler_slots_taken) {
+            w.sample("outbox_handler_slots_taken", {{"handler", handler}}, std::to_string(taken));
+        }
         w.family("outbox_publications_oldest_review_seconds", "gauge",
                  "Age of the oldest REVIEW_REQUIRED event (fleet-wide); 0 when none waits for an operator.");
         w.sample("outbox_publications_oldest_review_seconds", {}, number(gauges->oldest_review_seconds));

@@ -29,6 +29,9 @@ struct DbGauges {
     std::map<std::string, bool> handler_paused;
     /// Event types whose handler sets differ between live hosts.
     long long fleet_handler_mismatches = 0;
+    /// Per handler with a max_concurrency: fleet slots taken and not expired, by any host
+    /// (a slot of an abandoned call stays taken until the call returns).
+    std::map<std::string, long long> handler_slots_taken;
 };
 
 struct HostInfo {

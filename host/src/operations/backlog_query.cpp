@@ -159,12 +159,16 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const routing::HandlerS
     const pqxx::row row =
         tx.exec_params1(kGaugesSql, arrays.names, arrays.types, std::optional<std::string>{});
     const pqxx::result paused = tx.exec("SELECT handler_name FROM outbox_handler_pause");
+    const pqxx::result slots = tx.exec(
+        "SELECT handler_name, count(*) FILTER (WHERE token IS NOT NULL AND expires_at > clock_timestamp()) "
+        "FROM outbox_handler_slot GROUP BY handler_name");
     tx.commit();
 
     metrics::DbGauges gauges;
     // This host's handlers (0 or 1) and every handler paused fleet-wide (1).
     for (const auto& entry : handlers.entries()) gauges.handler_paused[entry.name] = false;
     for (const auto& p : paused) gauges.handler_paused[p[0].as<std::string>()] = true;
+    for (const auto& slot : slots) gauges.handler_slots_taken[slot[0].as<std::string>()] = slot[1].as<long long>();
     gauges.backlog["PENDING"] = row[0].as<long long>();
     gauges.backlog["RETRY_WAIT"] = row[1].as<long long>();
     gauges.backlog["PROCESSING"] = row[2].as<long long>();
