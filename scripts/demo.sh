@@ -9,7 +9,10 @@
 # `outboxd migrate` and examples/schema.sql, starts the example AI classifier and stats
 # admin server with moderate injected faults, two outboxd hosts (examples/demo.yaml), and
 # the example application registering websites (some twice at once) and completing
-# missions. Ctrl-C, or the end of --duration, stops the application, lets the hosts finish
+# missions. When nats-server is installed (scripts/install-deps.sh installs it), a third
+# plugin, nats-relay, also relays every MissionCompleted event to a JetStream stream on a
+# throwaway nats-server, and the summary checks that the stream holds each completed one
+# exactly once. Ctrl-C, or the end of --duration, stops the application, lets the hosts finish
 # what was published, stops everything and prints a summary. Every process logs to a file
 # in a temp directory whose path is printed. Safe to run again.
 set -euo pipefail
@@ -136,6 +139,11 @@ used_ports=()
 log "building into $build_dir (output: $work/build.log)"
 targets=(outboxd category_classification_plugin mission_log_forwarding_plugin ai-classifier admin-stats-server
   outbox-example-app)
+with_nats=0
+if command -v nats-server >/dev/null; then
+  with_nats=1
+  targets+=(nats_relay_plugin nats-stream)
+fi
 if ! { cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_BUILD_PLUGINS=ON &&
   cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}"; } >"$work/build.log" 2>&1; then
   ((stop_requested)) && { log "interrupted"; exit 130; }
@@ -184,6 +192,23 @@ start_bg "$work/admin-stats-server.log" "$admin_server" --port "$admin_port" \
   --rate-lost-drop 0.02 --rate-lost-late 0.02 --stall-ms 3000 --seed "$RANDOM"
 wait_for_port admin-stats-server "$admin_port" "${pids[-1]}" "$work/admin-stats-server.log"
 log "AI classifier on 127.0.0.1:$ai_port, stats admin server on 127.0.0.1:$admin_port (both with injected faults)"
+if ((with_nats)); then
+  nats_port=$(free_port)
+  nats_url=nats://127.0.0.1:$nats_port
+  nats_stream=$build_dir/examples/nats-stream
+  start_bg "$work/nats-server.log" nats-server -js -a 127.0.0.1 -p "$nats_port" -sd "$work/nats"
+  wait_for_port nats-server "$nats_port" "${pids[-1]}" "$work/nats-server.log"
+  # JetStream answers a moment after the port opens.
+  for _ in $(seq 1 50); do
+    "$nats_stream" create --server "$nats_url" --stream OUTBOX --subject 'outbox.>' >"$work/nats-stream.log" 2>&1 && break
+    sleep 0.1
+  done
+  "$nats_stream" count --server "$nats_url" --stream OUTBOX >/dev/null 2>&1 ||
+    { cat "$work/nats-stream.log" >&2; exit 1; }
+  log "nats-server (JetStream) on 127.0.0.1:$nats_port with stream OUTBOX; nats-relay relays MissionCompleted to it"
+else
+  log "nats-server is not installed: the NATS leg (the nats-relay plugin) is left out"
+fi
 
 # --- outboxd -------------------------------------------------------------------------------
 sed -e "s#http://127.0.0.1:18081#http://127.0.0.1:$ai_port#" -e "s#http://127.0.0.1:18082#http://127.0.0.1:$admin_port#" \
@@ -191,6 +216,18 @@ sed -e "s#http://127.0.0.1:18081#http://127.0.0.1:$ai_port#" -e "s#http://127.0.
 mkdir -m 755 "$work/plugins"
 cp "$build_dir/plugins/category-classification/libcategory_classification.so" \
   "$build_dir/plugins/mission-log-forwarding/libmission_log_forwarding.so" "$work/plugins/"
+if ((with_nats)); then
+  cp "$build_dir/plugins/nats-relay/libnats_relay.so" "$work/plugins/"
+  cat >>"$work/outboxd.yaml" <<YAML
+  nats-relay:
+    timeout: 5s
+    config:
+      servers: [$nats_url]
+      stream: OUTBOX
+      event_types: [MissionCompleted]
+      publish_timeout: 2s
+YAML
+fi
 for n in 1 2; do
   start_bg "$work/outboxd-$n.log" env OUTBOX_PLUGIN_DIR="$work/plugins" OUTBOX_HOST_ID="demo-host-$n" \
     "$outboxd" run --config "$work/outboxd.yaml"
@@ -222,10 +259,38 @@ else
   log "publishing until Ctrl-C (run tag $tag): ~3 website registrations/s (20% registered twice at once), ~15 mission completions/s"
 fi
 
+# This run's users have numeric ids from first_user on (first_user_id in examples/app/events.hpp:
+# the tag's first six letters as a base-26 number, plus one, times a million).
+first_user=0
+for ((i = 0; i < ${#tag} && i < 6; i++)); do
+  first_user=$((first_user * 26 + $(printf '%d' "'${tag:i:1}") - 97))
+done
+first_user=$(((first_user + 1) * 1000000))
+this_run="(payload->>'domain' LIKE 'site-$tag-%' OR CASE WHEN payload->>'user_id' ~ '^[0-9]{1,15}\$'
+         THEN (payload->>'user_id')::bigint END BETWEEN $first_user AND $((first_user + 999998)))"
+
 report() {
   "$app" report --database-url "$database_url" --tag "$tag" --admin-url "http://127.0.0.1:$admin_port" \
     --classifier-url "http://127.0.0.1:$ai_port" "$@" || true
+  ((with_nats)) || return 0
+  local relayed completed
+  relayed=$("$nats_stream" count --server "$nats_url" --stream OUTBOX 2>/dev/null || echo "?")
+  # Relayed: completed, or consumed by nats-relay while another handler still retries.
+  completed=$(psql "$database_url" -Atq -c "SELECT count(*) FROM event_publication e WHERE event_type = 'MissionCompleted'
+    AND (status = 'COMPLETED' OR EXISTS (SELECT 1 FROM event_consumption c WHERE c.event_id = e.event_id
+                                          AND c.handler_name = 'nats-relay')) AND $this_run" 2>/dev/null || echo "?")
+  if [[ "${1:-}" == --final ]]; then
+    if [[ "$relayed" == "$completed" ]]; then
+      echo "nats: stream OUTBOX holds $relayed messages for $completed relayed MissionCompleted events: each exactly once"
+    else
+      echo "nats: MISMATCH: stream OUTBOX holds $relayed messages for $completed relayed MissionCompleted events"
+      nats_mismatch=1
+    fi
+  else
+    echo "  nats: $relayed MissionCompleted messages in stream OUTBOX ($completed events relayed)"
+  fi
 }
+nats_mismatch=0
 hosts_alive() {
   local pid
   for pid in "${host_pids[@]}"; do
@@ -251,17 +316,9 @@ log "stopping the application; the hosts finish what was published (Ctrl-C again
 stop_processes 10 "${app_pids[@]}"
 tail -q -n 1 "$work/register-websites.log" "$work/complete-missions.log" | sed 's/^/  /'
 
-# This run's users have numeric ids from first_user on (first_user_id in examples/app/events.hpp:
-# the tag's first six letters as a base-26 number, plus one, times a million).
-first_user=0
-for ((i = 0; i < ${#tag} && i < 6; i++)); do
-  first_user=$((first_user * 26 + $(printf '%d' "'${tag:i:1}") - 97))
-done
-first_user=$(((first_user + 1) * 1000000))
 unfinished() {
   psql "$database_url" -Atq -c "SELECT count(*) FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
-    AND (payload->>'domain' LIKE 'site-$tag-%' OR CASE WHEN payload->>'user_id' ~ '^[0-9]{1,15}\$'
-         THEN (payload->>'user_id')::bigint END BETWEEN $first_user AND $((first_user + 999998)))" 2>/dev/null || echo "?"
+    AND $this_run" 2>/dev/null || echo "?"
 }
 drain_started=$SECONDS
 while ((!fast_stop && SECONDS - drain_started < 90)); do
@@ -279,3 +336,4 @@ echo
 echo "=== summary after $((SECONDS - started))s (run tag $tag) ==="
 report --final
 echo "logs: $work (outboxd-1.log, outboxd-2.log, ai-classifier.log, admin-stats-server.log, ...)"
+((nats_mismatch == 0)) || exit 1
