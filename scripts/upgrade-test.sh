@@ -165,9 +165,17 @@ wait_for 60 "the previous release's hosts completed 30 events published after th
 # rows whose next_attempt_at has passed): no attempt before its time, one effect after it.
 delayed=$(sql "SELECT outbox_publish('upgrade-co', 'TestRequested', jsonb_build_object('db', true, 'fail_times', 0),
                  deliver_after => now() + interval '3 seconds')")
-until [[ $(sql "SELECT now() >= deliver_after FROM event_publication WHERE event_id = '$delayed'") == t ]]; do
-  [[ $(sql "SELECT status = 'PENDING' AND attempt_count = 0 FROM event_publication WHERE event_id = '$delayed'") == t ]] ||
-    fail "a previous-release host claimed a delayed event before its deliver_after"
+# One statement reads the clock and the row together: checked in two, a claim made just
+# after deliver_after passed between them looked like an early one (seen once on a loaded
+# machine). A claim committed after this statement's start is not in its snapshot, and a
+# claim before deliver_after would be.
+while true; do
+  state=$(sql "SELECT CASE WHEN now() >= deliver_after THEN 'due'
+                           WHEN status = 'PENDING' AND attempt_count = 0 THEN 'waiting'
+                           ELSE 'claimed early' END
+               FROM event_publication WHERE event_id = '$delayed'")
+  [[ $state == due ]] && break
+  [[ $state == waiting ]] || fail "a previous-release host claimed a delayed event before its deliver_after"
   sleep 0.2
 done
 wait_for 30 "the previous release's hosts completed the delayed event after its time" \
