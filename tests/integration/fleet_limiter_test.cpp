@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include <pqxx/pqxx>
@@ -248,6 +249,28 @@ std::function<bool()> give_up_after(std::chrono::milliseconds timeout) {
     return [until] { return std::chrono::steady_clock::now() >= until; };
 }
 
+/// For `period`, another host ("host-b") tries to take `handler`'s only slot every 150 ms,
+/// after `before_each` (on the same connection); returns how often it got it.
+int takes_by_another_host(const TestDatabase& db, const std::string& handler, std::chrono::milliseconds period,
+                          const std::function<void(pqxx::nontransaction&)>& before_each = {}) {
+    pqxx::connection other(db.url());
+    int taken = 0;
+    const auto until = std::chrono::steady_clock::now() + period;
+    while (std::chrono::steady_clock::now() < until) {
+        pqxx::nontransaction tx(other);
+        if (before_each) before_each(tx);
+        taken += static_cast<int>(
+            tx.exec_params("SELECT * FROM outbox_take_handler_slot($1, 1, 'host-b', interval '1 second')", handler).size());
+        std::this_thread::sleep_for(150ms);
+    }
+    return taken;
+}
+
+/// Every slot given back: the releases reached the database.
+bool all_slots_released(const TestDatabase& db) {
+    return wait_until([&] { return db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE token IS NOT NULL") == "0"; }, 5s);
+}
+
 TEST(FleetLimiter, ConcurrencySlotsOfADeadHostAreFreedAfterTheirExpiry) {
     TestDatabase db;
     const auto start = std::chrono::steady_clock::now();
@@ -310,26 +333,17 @@ TEST(FleetLimiter, AHostKeepsAndRenewsItsSlotsAcrossRepeatedConnectionCuts) {
     ASSERT_TRUE(permit.has_value());
     // For three slot lifetimes, cut the limiter's connections every 150 ms and try to take
     // the slot as another host would.
-    pqxx::connection other(db.url());
     int cuts = 0;
-    int stolen = 0;
-    const auto until = std::chrono::steady_clock::now() + 3s;
-    while (std::chrono::steady_clock::now() < until) {
-        pqxx::nontransaction tx(other);
+    const int stolen = takes_by_another_host(db, "w", 3s, [&](pqxx::nontransaction& tx) {
         cuts += tx.exec_params("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
                                "WHERE datname = current_database() AND application_name = $1",
                                std::string(dispatch::FleetLimiter::kApplicationName))[0][0]
                     .as<int>();
-        stolen += static_cast<int>(
-            tx.exec("SELECT * FROM outbox_take_handler_slot('w', 1, 'host-b', interval '1 second')").size());
-        std::this_thread::sleep_for(150ms);
-    }
+    });
     EXPECT_GE(cuts, 5);
     EXPECT_EQ(stolen, 0) << "a slot whose call still runs is renewed after every reconnect";
     permit.reset();
-    EXPECT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE token IS NOT NULL") == "0"; },
-                           5s))
-        << "the release reaches the database once it answers";
+    EXPECT_TRUE(all_slots_released(db)) << "the release reaches the database once it answers";
 }
 
 // Review F3: renewals go over the path slots are taken on. With session_url unreachable and
@@ -345,20 +359,10 @@ TEST(FleetLimiter, AnUnreachableSessionUrlCostsNoSlotBecauseRenewalsGoWhereTakes
     auto permit = limiter.acquire(entry, give_up_after(5s));
     ASSERT_TRUE(permit.has_value());
     // Three slot lifetimes: another host tries to take the slot every 150 ms.
-    pqxx::connection other(db.url());
-    int stolen = 0;
-    const auto until = std::chrono::steady_clock::now() + 3s;
-    while (std::chrono::steady_clock::now() < until) {
-        stolen += static_cast<int>(pqxx::nontransaction(other)
-                                       .exec("SELECT * FROM outbox_take_handler_slot('v', 1, 'host-b', interval '1 second')")
-                                       .size());
-        std::this_thread::sleep_for(150ms);
-    }
-    EXPECT_EQ(stolen, 0) << "the slot of a running call expired: its renewals did not reach the database";
+    EXPECT_EQ(takes_by_another_host(db, "v", 3s), 0)
+        << "the slot of a running call expired: its renewals did not reach the database";
     permit.reset();
-    EXPECT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM outbox_handler_slot WHERE token IS NOT NULL") == "0"; },
-                           5s))
-        << "the release goes over database.url too";
+    EXPECT_TRUE(all_slots_released(db)) << "the release goes over database.url too";
 }
 
 // Review F9: a renewal never revives a slot that expired, since a 0.1.0 host may have taken it
