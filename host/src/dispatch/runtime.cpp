@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "dispatch/heartbeat.hpp"
+#include "dispatch/parker.hpp"
 #include "dispatch/rescuer.hpp"
 #include "dispatch/scheduler.hpp"
 #include "dispatch/wakeup_listener.hpp"
@@ -64,6 +65,9 @@ void Runtime::start() {
     }
     claiming_.start("rescuer", [this](std::stop_token stop) {
         Rescuer(options_.database_url, outage_, metrics_, options_.max_attempts, options_.rescue_interval()).run(stop);
+    });
+    claiming_.start("parker", [this](std::stop_token stop) {
+        Parker(options_.database_url, outage_, options_.park_interval(), options_.rescue_interval()).run(stop);
     });
     claiming_.start("listener", [this](std::stop_token stop) {
         WakeupListener(listen_url(options_.database_url, options_.session_url), outage_, wakeup_, handlers_, paused_).run(stop);

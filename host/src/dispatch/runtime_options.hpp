@@ -25,6 +25,12 @@ struct RuntimeOptions : config::Config::Outbox {
     [[nodiscard]] std::chrono::milliseconds rescue_interval() const {
         return std::min<std::chrono::milliseconds>(lease_duration / 2, std::chrono::seconds{30});
     }
+    /// How often blocked successors are parked: the poll interval, within 100ms..2s. An
+    /// event parked behind its aggregate has waited at least this long.
+    [[nodiscard]] std::chrono::milliseconds park_interval() const {
+        return std::clamp<std::chrono::milliseconds>(poll_interval, std::chrono::milliseconds{100},
+                                                     std::chrono::seconds{2});
+    }
     [[nodiscard]] int abandoned_thread_limit() const { return max_abandoned_threads.value_or(concurrency); }
 };
 

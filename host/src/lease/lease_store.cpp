@@ -208,6 +208,76 @@ FROM rescued r
 WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.event_id
 )SQL";
 
+// Parking (review F8): PENDING events that have been due for at least $2 ms and are still
+// held back by an unfinished or reviewed earlier event of their aggregate get next_attempt_at
+// 'infinity', beyond every claim's walk. The pass reads the front of the due index, the rows
+// the claim reads first, $1 at a time. Each event is parked only while this statement holds
+// a FOR SHARE lock on an earlier event that holds it back: that event's finishing update then
+// waits for this commit, and its trigger (V22) sees the parked event and releases it. A
+// locked earlier event is skipped, not waited for (the next earlier one, if any, serves).
+// Events due for less than $2 are left alone: a successor whose head is about to finish is
+// cheaper to walk past a few times than to park and release.
+const std::string kParkSql = R"SQL(
+WITH front AS (
+    SELECT f.event_id, f.company_id, f.aggregate_key, f.aggregate_seq, f.next_attempt_at FROM event_publication f
+    WHERE f.status IN ('PENDING', 'RETRY_WAIT') AND f.next_attempt_at <= now()
+    ORDER BY f.next_attempt_at
+    LIMIT $1
+), blocked AS (
+    SELECT f.event_id FROM front f
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM event_publication earlier
+        WHERE )SQL" + db::holds_back("earlier", "f") + R"SQL(
+        ORDER BY earlier.aggregate_seq
+        LIMIT 1
+        FOR SHARE OF earlier SKIP LOCKED
+    ) held
+    WHERE f.aggregate_seq IS NOT NULL AND f.next_attempt_at <= now() - $2::bigint * interval '1 millisecond'
+), parked AS (
+    UPDATE event_publication s SET next_attempt_at = 'infinity'
+    WHERE s.event_id = ANY (ARRAY(SELECT event_id FROM blocked))
+      AND s.status = 'PENDING' AND s.next_attempt_at <> 'infinity' AND s.aggregate_seq IS NOT NULL
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM front), (SELECT count(*) FROM parked)
+)SQL";
+
+// The sweep behind V22's trigger: per parked aggregate (one descent of
+// event_publication_parked_idx each, in key order after ($1, $2), at most $3 of them), the
+// first unfinished event is released when it is parked. Returns the aggregates read, the
+// last of them, and the events released. Releasing is always safe: the claim's ordering
+// check still decides.
+const std::string kReleaseParkedSql = R"SQL(
+WITH RECURSIVE aggregates AS (
+    (SELECT p.company_id, p.aggregate_key, 1 AS n FROM event_publication p
+     WHERE p.next_attempt_at = 'infinity' AND p.status = 'PENDING' AND p.aggregate_seq IS NOT NULL
+       AND (p.company_id, p.aggregate_key) > ($1::text, $2::text)
+     ORDER BY p.company_id, p.aggregate_key LIMIT 1)
+    UNION ALL
+    SELECT x.company_id, x.aggregate_key, a.n + 1 FROM aggregates a CROSS JOIN LATERAL (
+        SELECT p.company_id, p.aggregate_key FROM event_publication p
+        WHERE p.next_attempt_at = 'infinity' AND p.status = 'PENDING' AND p.aggregate_seq IS NOT NULL
+          AND (p.company_id, p.aggregate_key) > (a.company_id, a.aggregate_key)
+        ORDER BY p.company_id, p.aggregate_key LIMIT 1) x
+    WHERE a.n < $3
+), heads AS (
+    SELECT h.event_id FROM aggregates a CROSS JOIN LATERAL (
+        SELECT f.event_id, f.status, f.next_attempt_at FROM event_publication f
+        WHERE f.company_id = a.company_id AND f.aggregate_key = a.aggregate_key AND f.aggregate_seq IS NOT NULL
+          AND f.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')
+        ORDER BY f.aggregate_seq LIMIT 1) h
+    WHERE h.status = 'PENDING' AND h.next_attempt_at = 'infinity'
+), released AS (
+    UPDATE event_publication e SET next_attempt_at = )SQL" + db::due_since("e") + R"SQL(
+    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM heads)) AND e.status = 'PENDING' AND e.next_attempt_at = 'infinity'
+    RETURNING 1
+), last AS (
+    SELECT company_id, aggregate_key FROM aggregates ORDER BY n DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM aggregates), (SELECT company_id FROM last), (SELECT aggregate_key FROM last),
+       (SELECT count(*) FROM released)
+)SQL";
+
 void prepare_once(pqxx::connection& conn) {
     db::prepare_statement(conn, "outbox_claim", kClaimSql);
     db::prepare_statement(conn, "outbox_claim_suspect", kClaimSuspectSql);
@@ -216,6 +286,8 @@ void prepare_once(pqxx::connection& conn) {
     db::prepare_statement(conn, "outbox_release", kReleaseSql);
     db::prepare_statement(conn, "outbox_release_untracked", kReleaseUntrackedSql);
     db::prepare_statement(conn, "outbox_rescue", kRescueSql);
+    db::prepare_statement(conn, "outbox_park", kParkSql);
+    db::prepare_statement(conn, "outbox_release_parked", kReleaseParkedSql);
 }
 
 std::vector<std::string> split_names(const pqxx::field& field) {
@@ -342,6 +414,26 @@ std::string LeaseStore::server_time() {
 int LeaseStore::rescue_expired(int max_attempts, int limit) {
     const pqxx::result rows = db::exec_statement(conn_, "outbox_rescue", kRescueSql, max_attempts, limit);
     return static_cast<int>(rows.affected_rows());
+}
+
+ParkPass LeaseStore::park_blocked(int window, std::chrono::milliseconds min_wait) {
+    const pqxx::result rows = db::exec_statement(conn_, "outbox_park", kParkSql, window,
+                                                 static_cast<long long>(min_wait.count()));
+    return {rows[0][0].as<int>(), rows[0][1].as<int>()};
+}
+
+int LeaseStore::release_parked(int aggregates_per_statement) {
+    std::string company;
+    std::string key;
+    int released = 0;
+    for (;;) {
+        const pqxx::result rows = db::exec_statement(conn_, "outbox_release_parked", kReleaseParkedSql, company, key,
+                                                     aggregates_per_statement);
+        released += rows[0][3].as<int>();
+        if (rows[0][0].as<int>() < aggregates_per_statement) return released;
+        company = rows[0][1].as<std::string>();
+        key = rows[0][2].as<std::string>();
+    }
 }
 
 std::string fence_statement(pqxx::connection_base& conn, const LeaseRef& lease,

@@ -20,6 +20,12 @@ struct ClaimedEvent {
     std::vector<std::string> consumed_by;
 };
 
+/// One parking pass: due rows read, events parked.
+struct ParkPass {
+    int read = 0;
+    int parked = 0;
+};
+
 /// Who holds a lease: the host's id (outbox.host_id, shown as lease_owner) and the
 /// incarnation of its process, drawn at start. Two live processes may share an id (a shared
 /// configuration, or `node:1` in PID namespaces); their incarnations tell them apart.
@@ -93,6 +99,18 @@ public:
     /// host was running a suspect, only the suspect keeps the attempt: the events beside it
     /// get theirs back. Returns the number of rows moved.
     int rescue_expired(int max_attempts, int limit);
+
+    /// Parks (next_attempt_at = 'infinity') the PENDING events among the first `window` due
+    /// rows that have been due for at least `min_wait` and are held back by an earlier event
+    /// of their aggregate, so claims stop reading them (review F8). The trigger of migration
+    /// V22 releases the first one when the event ahead of it finishes.
+    ParkPass park_blocked(int window, std::chrono::milliseconds min_wait);
+
+    /// Releases every parked event that nothing holds back any more: the sweep behind V22's
+    /// trigger, for two events of one aggregate finishing at the same moment. Reads one
+    /// parked aggregate per index descent, `aggregates_per_statement` per statement. Returns
+    /// how many were released.
+    int release_parked(int aggregates_per_statement = 1000);
 
 private:
     pqxx::connection& conn_;

@@ -17,13 +17,16 @@ namespace {
 // business data); timestamps as ISO 8601 in UTC. blocked_by: the earliest unfinished or
 // reviewed event of the same aggregate that holds this waiting event back (the claim's
 // ordering rule), null when nothing does. deliver_after: the time a delayed event was
-// published for, null when it was not delayed. No lease_owner: it names the platform's host and
-// pid, which only platform roles see (the fleet).
+// published for, null when it was not delayed. next_attempt_at of a parked event (held back by
+// its aggregate, see lease_store.cpp) is the time it became due, not the 'infinity' that parks
+// it. No lease_owner: it names the platform's host and pid, which only platform roles see (the
+// fleet).
 const std::string kColumns = R"SQL(
 json_build_object(
     'event_id', p.event_id, 'company_id', p.company_id, 'event_type', p.event_type,
     'aggregate_key', p.aggregate_key, 'status', p.status, 'attempt_count', p.attempt_count,
-    'next_attempt_at', p.next_attempt_at, 'last_error_code', p.last_error_code, 'version', p.version,
+    'next_attempt_at', CASE WHEN p.next_attempt_at = 'infinity' THEN )SQL" + db::due_since("p") + R"SQL( ELSE p.next_attempt_at END,
+    'last_error_code', p.last_error_code, 'version', p.version,
     'occurred_at', p.occurred_at, 'updated_at', p.updated_at, 'completed_at', p.completed_at,
     'lease_expires_at', p.lease_expires_at, 'deliver_after', p.deliver_after,
     'blocked_by', CASE WHEN p.aggregate_seq IS NOT NULL AND p.status IN ('PENDING', 'RETRY_WAIT', 'REVIEW_REQUIRED') THEN
