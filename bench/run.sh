@@ -23,7 +23,9 @@
 #   --growth           also: the table pre-filled with 1,000,000 COMPLETED (with their
 #                      consumption rows) and 100,000 REVIEW_REQUIRED rows, and the plans of
 #                      the claim and of the outcome-storing statement on the empty and the
-#                      pre-filled table
+#                      pre-filled table, and on a table where one REVIEW_REQUIRED event holds
+#                      back 200,000 successors of its aggregate (the claim's rows read and
+#                      time, against the empty table's)
 #   --hosts            also: 1, 2 and 4 outboxd hosts on one database
 #   --pgbouncer        also: the write handler through PgBouncer (pool_mode = transaction,
 #                      database.pool_mode = transaction, session_url direct), next to the
@@ -515,8 +517,10 @@ fi
 # (EXPLAIN ANALYZE, BUFFERS) while one tuned host drains 20,000 events: the claim (of the
 # claims that got events, the middle one) and the statement that stores outcomes (the
 # slowest one).
+# With a third argument, a SQL condition: the drain starts (and the log is read from) once
+# the host has made it true, within two minutes.
 statement_plans() {
-  local template=$1 label=$2 offset
+  local template=$1 label=$2 settled=${3:-} offset
   fresh_db bench_plan "$template"
   sql postgres "ALTER DATABASE bench_plan SET session_preload_libraries = 'auto_explain'"
   sql postgres "ALTER DATABASE bench_plan SET auto_explain.log_min_duration = 0"
@@ -524,6 +528,11 @@ statement_plans() {
   sql postgres "ALTER DATABASE bench_plan SET auto_explain.log_buffers = on"
   offset=$(wc -l <"$pg_dir/log")
   start_hosts "plan-$label" bench_plan noop 1 -- "${tuned_env[@]}"
+  if [[ -n "$settled" ]]; then
+    for _ in $(seq 1 1200); do [[ "$(sql bench_plan "SELECT $settled")" == t ]] && break; sleep 0.1; done
+    [[ "$(sql bench_plan "SELECT $settled")" == t ]] || log "plans of $label: the host did not make '$settled' true"
+    offset=$(wc -l <"$pg_dir/log")
+  fi
   "$tool" drain --url "$base/bench_plan" --type BenchNoop --n 20000 >/dev/null
   stop_hosts
   tail -n +"$((offset + 1))" "$pg_dir/log" >"$work/plan-$label.log"
@@ -600,6 +609,19 @@ if want growth; then
       noop BenchNoop 1 bench_growth "${tuned_env[@]}"
   }
   scenarios+=(s_growth_empty s_growth_filled)
+  # Review F8: one REVIEW_REQUIRED event and 200,000 successors of its aggregate, due an hour
+  # before the drain's events. The claim walks due events oldest first; hosts park the
+  # successors (next_attempt_at 'infinity') so that it reads past none of them.
+  log "pre-filling a template with one REVIEW_REQUIRED event holding back 200,000 successors"
+  fresh_db bench_blocked bench_template
+  sql bench_blocked "
+    INSERT INTO event_publication (company_id, event_type, aggregate_key, aggregate_seq, payload, status, attempt_count,
+                                   next_attempt_at, last_error_code, occurred_at, updated_at, version)
+    SELECT 'bench', 'BenchNoop', 'held-back', i, jsonb_build_object('n', i),
+           CASE WHEN i = 1 THEN 'REVIEW_REQUIRED' ELSE 'PENDING' END, CASE WHEN i = 1 THEN 8 ELSE 0 END,
+           now() - interval '1 hour', CASE WHEN i = 1 THEN 'HTTP_422' END, now() - interval '1 hour', now(), 1
+    FROM generate_series(1, 200001) AS i"
+  sql bench_blocked "VACUUM ANALYZE"
 fi
 
 # ---- several hosts on one database -----------------------------------------------------
@@ -656,16 +678,40 @@ done
 if want growth; then
   statement_plans bench_template empty
   statement_plans bench_growth growth
+  statement_plans bench_blocked blocked \
+    "(SELECT count(*) FROM event_publication WHERE next_attempt_at = 'infinity') = 200000"
 fi
 count_log_problems
 record meta machine "Machine: one client commits $commits_at_start single-row transactions/s at the start and $(commit_rate) at the end (WAL flush bound); load average at start: $load_at_start" ""
 
 record note load "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes the figures noisy)." ""
 "$tool" report "$results" | tee "$results_dir/report.txt"
-for plan in "$results_dir"/plan-*.txt; do
-  [[ -e "$plan" ]] || continue
-  name=$(basename "$plan" .txt)
-  printf '\nPlan of the %s statement, %s table %s\n' "${name##*-}" "$(cut -d- -f2 <<<"$name")" "$(head -n 1 "$plan")"
-  tail -n +2 "$plan"
-done | tee -a "$results_dir/report.txt"
+# claim_cost PLAN: "<ms> <rows>": the claim's time and the due rows its walk read (those
+# it took and those its ordering filter passed over).
+claim_cost() {
+  awk 'NR == 1 { ms = $0; sub(/.*; /, "", ms); sub(/ ms.*/, "", ms) }
+       /Index Scan using event_publication_due_idx/ { walk = 1; r = $0; sub(/.* rows=/, "", r); sub(/ .*/, "", r); rows += r; next }
+       walk && /Rows Removed by Filter:/ { f = $0; sub(/.*: /, "", f); rows += f; walk = 0 }
+       walk && /->/ { walk = 0 }
+       END { printf "%s %d\n", ms, rows }' "$1"
+}
+{
+  for label in empty growth blocked; do
+    plan=$results_dir/plan-$label-claim.txt
+    [[ -e "$plan" ]] || continue
+    read -r ms rows < <(claim_cost "$plan")
+    printf 'Claim, %s table: %s ms, %s due rows read\n' "$label" "$ms" "$rows"
+  done
+  if [[ -e "$results_dir/plan-empty-claim.txt" && -e "$results_dir/plan-blocked-claim.txt" ]]; then
+    read -r empty_ms _ < <(claim_cost "$results_dir/plan-empty-claim.txt")
+    read -r blocked_ms _ < <(claim_cost "$results_dir/plan-blocked-claim.txt")
+    awk -v b="$blocked_ms" -v e="$empty_ms" 'BEGIN { if (e > 0) printf "Claim behind 200,000 held-back successors: %.2f x the empty table'"'"'s\n", b / e }'
+  fi
+  for plan in "$results_dir"/plan-*.txt; do
+    [[ -e "$plan" ]] || continue
+    name=$(basename "$plan" .txt)
+    printf '\nPlan of the %s statement, %s table %s\n' "${name##*-}" "$(cut -d- -f2 <<<"$name")" "$(head -n 1 "$plan")"
+    tail -n +2 "$plan"
+  done
+} | tee -a "$results_dir/report.txt"
 log "table, records and logs: $results_dir"

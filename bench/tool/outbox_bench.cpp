@@ -202,9 +202,10 @@ FROM generate_series(1, $2::int) AS i
 // Both halves read only a partial index (due rows, PROCESSING rows), so polling costs the
 // database little however many rows are COMPLETED; seqscan is off on this connection so the
 // planner never trades them for a scan of the whole table. Each poll is its own statement,
-// so it sees exactly what was committed when it ran.
+// so it sees exactly what was committed when it ran. Parked events (held back by an
+// aggregate whose head waits for an operator) are not work a host can do: they do not count.
 constexpr const char* kBusySql = R"SQL(
-SELECT EXISTS (SELECT 1 FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT'))
+SELECT EXISTS (SELECT 1 FROM event_publication WHERE status IN ('PENDING', 'RETRY_WAIT') AND next_attempt_at < 'infinity')
     OR EXISTS (SELECT 1 FROM event_publication WHERE status = 'PROCESSING')
 )SQL";
 
