@@ -11,8 +11,8 @@
 # keeps them on success too).
 set -euo pipefail
 
-# The commit of the last release (no release tag exists yet).
-PREV=${OUTBOX_PREVIOUS_RELEASE:-ee561b4}
+# The commit of the last release (no release tag exists yet): 0.2.0.
+PREV=${OUTBOX_PREVIOUS_RELEASE:-66438f9}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${1:-${OUTBOX_BUILD_DIR:-$root/build}}
 new_bin=$build_dir/host/outboxd
@@ -113,6 +113,7 @@ error_lines() { grep -H -E '^[^ ]+ (error|critical) ' "$@" || true; }
 
 # --- the previous release's schema, and a current host refusing it -------------------
 "$old_bin" --version >&2 || true
+prev_release=$("$old_bin" --version | sed -n 's/^outboxd \([0-9][0-9.]*\).*/\1/p' | head -n 1)
 env "${host_env[@]}" "$old_bin" migrate >"$work/migrate-previous.log" 2>&1 ||
   fail "the previous release's migrate failed: $(cat "$work/migrate-previous.log")"
 prev_schema=$(sql "SELECT max(version) FROM outbox_schema_history")
@@ -131,12 +132,15 @@ say "a current host refuses the previous schema (exit 1): $(grep -o 'the databas
 # --- three previous-release hosts and a stream of events with retries ------------------
 for n in 1 2 3; do start_host "old-$n" "$old_bin"; done
 # Batches of 10 every 0.3 s until told to stop; one event in three fails once, one in three
-# twice before it succeeds.
+# twice before it succeeds. Half of them belong to one of 4 aggregates, so their successors
+# wait behind failing heads: the hosts of this release park them and every host's
+# finishes release them, and the effects must follow each aggregate's order.
 publish_loop() {
   local batch=0
   while [[ ! -e $work/stop-publishing ]]; do
     psql -X -q -v ON_ERROR_STOP=1 "$url" -c "SELECT outbox_publish('upgrade-co', 'TestRequested',
-        jsonb_build_object('db', true, 'fail_times', (g + $batch) % 3)) FROM generate_series(1, 10) AS g" \
+        jsonb_build_object('db', true, 'fail_times', (g + $batch) % 3),
+        CASE WHEN g % 2 = 0 THEN 'agg-' || (g / 2 % 4) END) FROM generate_series(1, 10) AS g" \
       >/dev/null 2>>"$work/publisher.log" || echo "publish failed" >>"$work/publisher.log"
     batch=$((batch + 1))
     sleep 0.3
@@ -199,7 +203,7 @@ for n in 1 2 3; do
   wait_for 60 "30 more events completed after new-$n joined" "SELECT count(*) >= $before + 30 FROM event_publication WHERE status = 'COMPLETED'"
   if ((n == 1)); then
     env "${host_env[@]}" "$new_bin" status >"$work/status-mixed.log" 2>&1 || fail "outboxd status failed: $(cat "$work/status-mixed.log")"
-    grep -q "^releases: .* on 1 live host (schema $new_schema); 0.1.0 on 2 live hosts (schema unrecorded)$" "$work/status-mixed.log" ||
+    grep -q "^releases: .* on 1 live host (schema $new_schema); $prev_release on 2 live hosts " "$work/status-mixed.log" ||
       fail "outboxd status does not show the mixed fleet's releases: $(grep releases "$work/status-mixed.log")"
     say "mixed fleet: $(grep '^releases:' "$work/status-mixed.log")"
   fi
@@ -222,6 +226,14 @@ stray=$(sql "SELECT count(*) FROM scripted_effect s WHERE NOT EXISTS
 retried=$(sql "SELECT count(*) FROM event_publication WHERE attempt_count > 1")
 ((not_one == 0 && stray == 0)) || fail "$not_one of $events events do not have exactly one effect ($stray effects of unknown events)"
 ((retried > 0)) || fail "no event was retried; the stream must exercise retries"
+# Each aggregate's effects (written in the handler's transaction, which commits before the
+# next event of the aggregate may start) follow its positions.
+out_of_order=$(sql "SELECT count(*) FROM (
+                      SELECT e.aggregate_seq, s.at, lag(s.at) OVER (PARTITION BY e.aggregate_key ORDER BY e.aggregate_seq) AS before
+                      FROM event_publication e JOIN scripted_effect s ON s.event_id = e.event_id
+                      WHERE e.aggregate_seq IS NOT NULL) o WHERE o.at < o.before")
+keyed=$(sql "SELECT count(*) FROM event_publication WHERE aggregate_seq IS NOT NULL")
+((keyed > 0 && out_of_order == 0)) || fail "$out_of_order of $keyed keyed events ran before an earlier event of their aggregate"
 # No host, of either release, logged a schema problem or any other error.
 if grep -n -i -E 'schema is at version|needs hosts of schema|SQLSTATE (42|0A)|does not exist|undefined (column|function)' \
   "$work"/old-*.log "$work"/new-*.log >&2; then
