@@ -280,8 +280,27 @@ if want outboxd; then
       noop BenchNoop 1 bench_template "${tuned_env[@]}"
     drain_args=()
   }
-  scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_keyed s_outboxd_write_default s_outboxd_write_pool
-    s_outboxd_write_tuned)
+  # Span export (telemetry.otlp_endpoint) to an OTLP sink on loopback that reads each body
+  # and answers 200: what a span per call and per claim costs the host, next to the tuned
+  # run without it. The sink runs on node, like the peers.
+  s_outboxd_traced() {
+    if ! command -v node >/dev/null; then
+      log "outboxd tuned with span export: skipped (the OTLP sink needs node)"
+      return
+    fi
+    local sink_port sink_pid
+    sink_port=$("$root/scripts/pg.sh" free-port)
+    node -e 'require("http").createServer((q, r) => { q.resume(); q.on("end", () => { r.writeHead(200); r.end(); }); })
+             .listen(Number(process.argv[1]), "127.0.0.1");' "$sink_port" &
+    sink_pid=$!
+    outboxd_throughput outboxd-traced "outboxd tuned ($tuned_text), no-op, spans exported over OTLP" \
+      noop BenchNoop 1 bench_template "${tuned_env[@]}" \
+      OUTBOX_TELEMETRY_OTLP_ENDPOINT="http://127.0.0.1:$sink_port/v1/traces"
+    kill "$sink_pid" 2>/dev/null || true
+    wait "$sink_pid" 2>/dev/null || true
+  }
+  scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_traced s_outboxd_keyed s_outboxd_write_default
+    s_outboxd_write_pool s_outboxd_write_tuned)
 fi
 
 # ---- backlog: N events already waiting, the worker process started cold -------------------

@@ -94,6 +94,12 @@ await_build() {
   while [[ ! -e "$prebuilt.$1" ]] && kill -0 "$prebuild_pid" 2>/dev/null; do sleep 2; done
   durations+=("waiting for the $1 build: $((SECONDS - started)) s")
 }
+# The e2e tier's span test decodes exports with the official OpenTelemetry definitions from
+# the npm registry; without node, npm or the registry it is skipped and says why.
+if ! "$root/scripts/otlp-decoder.sh" "$build_dir/otlp-decoder"; then
+  export OUTBOX_OTLP_DECODER_UNAVAILABLE="scripts/otlp-decoder.sh could not install the decoder (node, npm or the npm registry missing)"
+  echo "test.sh: $OUTBOX_OTLP_DECODER_UNAVAILABLE: the span export test is skipped" >&2
+fi
 # The pgbouncer and failover tiers run as stages of their own below (their clusters are
 # their own); the fault tier runs beside the others (scripts/tiers.sh). Each test has its own
 # timeout; the stage's bound is only a backstop.

@@ -269,7 +269,7 @@ TEST(DbRoles, EveryFunctionPinsItsSearchPath) {
             << row[0].as<std::string>() << " does not pin its search_path";
     }
     EXPECT_EQ(db.scalar("SELECT prosecdef FROM pg_proc WHERE proname = 'outbox_publish'"), "t");
-    EXPECT_EQ(db.scalar("SELECT has_function_privilege('public', 'outbox_publish(text, text, jsonb, text, text, timestamptz)', "
+    EXPECT_EQ(db.scalar("SELECT has_function_privilege('public', 'outbox_publish(text, text, jsonb, text, text, timestamptz, text, text)', "
                         "'EXECUTE')"),
               "f");
 }

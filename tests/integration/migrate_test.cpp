@@ -554,7 +554,7 @@ TEST(Migrate, DelayedEventsMigrationKeepsTheGrantsOfOutboxPublish) {
     Migrator{}.migrate(conn);
 
     EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_proc WHERE proname = 'outbox_publish'"), "1");
-    const std::string fn = "'outbox_publish(text, text, jsonb, text, text, timestamptz)'";
+    const std::string fn = "'outbox_publish(text, text, jsonb, text, text, timestamptz, text, text)'";
     EXPECT_EQ(db.scalar("SELECT has_function_privilege('" + roles.other + "', " + fn + ", 'EXECUTE')"), "t");
     EXPECT_EQ(db.scalar("SELECT has_function_privilege('" + roles.publisher + "', " + fn + ", 'EXECUTE')"), "f")
         << "PUBLIC got EXECUTE back";

@@ -23,6 +23,9 @@
 namespace outbox::plugin {
 namespace {
 
+// "<major>.<minor>" of the ABI this host (and the fixtures built with it) speaks.
+const std::string kHostAbi = std::to_string(OUTBOX_ABI_MAJOR) + "." + std::to_string(OUTBOX_ABI_MINOR);
+
 namespace fs = std::filesystem;
 using test::TempDir;
 
@@ -40,9 +43,11 @@ public:
     }
     const std::string& config_json() const override { return config_; }
     void log(sdk::LogLevel, std::string_view) override {}
+    const sdk::TraceContext& trace() const override { return trace_; }
 
 private:
     NullDb db_;
+    sdk::TraceContext trace_;
     std::string config_ = "{}";
 };
 
@@ -114,7 +119,7 @@ TEST_F(PluginLoaderTest, GoodPluginLoadsWithNameEventTypesAndAbi) {
     EXPECT_EQ(plugin.file, fs::path(OUTBOX_FIXTURE_GOOD_ECHO));
     EXPECT_EQ(plugin.handler_name, "echo");
     EXPECT_EQ(plugin.event_types, std::vector<std::string>{"EchoRequested"});
-    EXPECT_EQ(plugin.abi, "1.1 (sdk " OUTBOX_SDK_VERSION ", " OUTBOX_STDLIB_ABI ")");
+    EXPECT_EQ(plugin.abi, kHostAbi + " (sdk " OUTBOX_SDK_VERSION ", " OUTBOX_STDLIB_ABI ")");
     EXPECT_EQ(plugin.handler->handler_name(), "echo");
 }
 
@@ -405,13 +410,13 @@ OUTBOX_PLUGIN(H, NAME)
 
 TEST_F(PluginLoaderTest, AbiMajorMismatchIsRejectedBeforeConstruction) {
     const std::string reason = expect_rejected(OUTBOX_FIXTURE_ABI_MAJOR_MISMATCH);
-    EXPECT_NE(reason.find("plugin ABI 99.0, host ABI 1.1"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("plugin ABI 99.0, host ABI " + kHostAbi), std::string::npos) << reason;
     EXPECT_NE(reason.find("major versions differ"), std::string::npos) << reason;
 }
 
 TEST_F(PluginLoaderTest, NewerAbiMinorIsRejected) {
     const std::string reason = expect_rejected(OUTBOX_FIXTURE_ABI_NEWER_MINOR);
-    EXPECT_NE(reason.find("plugin ABI 1.99, host ABI 1.1"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("plugin ABI 1.99, host ABI " + kHostAbi), std::string::npos) << reason;
     EXPECT_NE(reason.find("newer host"), std::string::npos) << reason;
 }
 
@@ -675,7 +680,7 @@ TEST_F(PluginsCheckTest, BadFileGivesARowPerFileAndExitCodeOne) {
     EXPECT_EQ(lines[1].rfind("libfixture_good_echo.so", 0), 0U) << lines[1];
     EXPECT_NE(lines[1].find("echo"), std::string::npos);
     EXPECT_NE(lines[1].find("EchoRequested"), std::string::npos);
-    EXPECT_NE(lines[1].find("1.1 (sdk"), std::string::npos);
+    EXPECT_NE(lines[1].find(kHostAbi + " (sdk"), std::string::npos);
     EXPECT_EQ(lines[1].substr(lines[1].size() - 2), "OK");
     EXPECT_EQ(lines[2].rfind("libfixture_stdlib_mismatch.so", 0), 0U) << lines[2];
     EXPECT_NE(lines[2].find("error: "), std::string::npos) << lines[2];
@@ -713,7 +718,7 @@ TEST_F(PluginsCheckTest, WithoutAConfigFileAPluginThatNeedsItsSectionIsReportedO
     ASSERT_EQ(lines.size(), 4U) << out.str();
     EXPECT_EQ(lines[1].rfind("libfixture_good_config.so", 0), 0U) << lines[1];
     EXPECT_NE(lines[1].find("configured"), std::string::npos) << lines[1];
-    EXPECT_NE(lines[1].find("1.1 (sdk"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find(kHostAbi + " (sdk"), std::string::npos) << lines[1];
     EXPECT_NE(lines[1].find("OK (needs its config section to construct; check with --config)"), std::string::npos)
         << lines[1];
     EXPECT_NE(lines[2].find("echo"), std::string::npos) << lines[2];

@@ -33,6 +33,8 @@ public:
     [[nodiscard]] Clock::time_point deadline() const override { return deadline_; }
     [[nodiscard]] const std::string& config_json() const override { return config_; }
     void log(sdk::LogLevel, std::string_view) override {}
+    [[nodiscard]] const sdk::TraceContext& trace() const override { return trace_; }
+    sdk::TraceContext trace_;
 
 private:
     Clock::time_point deadline_;
@@ -283,6 +285,7 @@ public:
             const std::lock_guard lock(mutex_);
             last_content_type_ = request.get_header_value("Content-Type");
             last_body_ = request.body;
+            last_headers_ = request.headers;
         });
         server_.Get("/ready", [](const httplib::Request&, httplib::Response& response) { response.status = 204; });
         port_ = server_.bind_to_any_port("127.0.0.1");
@@ -306,6 +309,14 @@ public:
         const std::lock_guard lock(mutex_);
         return last_body_;
     }
+    /// Every value of header `name` in the last request, in order.
+    [[nodiscard]] std::vector<std::string> last_header(const std::string& name) const {
+        const std::lock_guard lock(mutex_);
+        std::vector<std::string> values;
+        const auto [first, last] = last_headers_.equal_range(name);
+        for (auto it = first; it != last; ++it) values.push_back(it->second);
+        return values;
+    }
 
 private:
     httplib::Server server_;
@@ -314,6 +325,7 @@ private:
     mutable std::mutex mutex_;
     std::string last_content_type_;
     std::string last_body_;
+    httplib::Headers last_headers_;
 };
 
 Outcome call_status(StatusServer& server, int status, std::optional<std::string> retry_after = std::nullopt) {
@@ -346,6 +358,32 @@ TEST(SdkHttpStatus, A2xxAnswerIsReturnedWithItsBody) {
     EXPECT_EQ(call_status(server, 200).body, R"({"ok":true})");
     EXPECT_EQ(server.last_content_type(), "application/json");
     EXPECT_EQ(server.last_body(), R"({"x":1})");
+}
+
+TEST(SdkHttpTrace, TheCallsTraceContextIsSentUnlessTheRequestSetsItsOwn) {
+    StatusServer server;
+    const http::Endpoint endpoint{server.origin(), "/status/200"};
+    FakeContext ctx = context_with(60s);
+    http::post_json(ctx, endpoint, {}, "{}", 5s);
+    EXPECT_TRUE(server.last_header("traceparent").empty()) << "no trace context: no header";
+    EXPECT_TRUE(server.last_header("tracestate").empty());
+
+    const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    ctx.trace_.traceparent = parent;
+    http::post_json(ctx, endpoint, {}, "{}", 5s);
+    EXPECT_EQ(server.last_header("traceparent"), std::vector<std::string>{parent});
+    EXPECT_TRUE(server.last_header("tracestate").empty()) << "an empty tracestate is not sent";
+
+    ctx.trace_.tracestate = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    http::post_json(ctx, endpoint, {}, "{}", 5s);
+    EXPECT_EQ(server.last_header("traceparent"), std::vector<std::string>{parent});
+    EXPECT_EQ(server.last_header("tracestate"), std::vector<std::string>{ctx.trace_.tracestate});
+
+    // A handler that starts a span of its own sends its own context; it is not doubled.
+    const std::string own = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01";
+    http::post_json(ctx, endpoint, {{"traceparent", own}}, "{}", 5s);
+    EXPECT_EQ(server.last_header("traceparent"), std::vector<std::string>{own});
+    EXPECT_TRUE(server.last_header("tracestate").empty()) << "the event's tracestate belongs to the event's parent";
 }
 
 TEST(SdkHttpStatus, EachStatusMapsToTheDocumentedErrorKindAndCode) {

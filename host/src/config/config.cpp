@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -183,6 +184,29 @@ double to_rate(const Value& v) {
     return *value;
 }
 
+// An OTLP/HTTP endpoint: plain http (a collector or agent next to the host; TLS is the
+// collector's job), a host, a port and a path. Empty: off.
+std::string to_otlp_endpoint(const Value& v) {
+    const std::string& text = v.raw.text;
+    if (text.empty()) return text;
+    static const std::regex kUrl(R"(^http://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):([0-9]{1,5})(/[!-~]*)$)");
+    std::smatch match;
+    if (!std::regex_match(text, match, kUrl) || std::stoi(match[2].str()) < 1 || std::stoi(match[2].str()) > 65535) {
+        fail(v, "expected an http://host:port/path URL (e.g. http://127.0.0.1:4318/v1/traces); https is not "
+                "supported: send to a collector on the host or its network");
+    }
+    return text;
+}
+
+std::string to_service_name(const Value& v) {
+    const std::string& text = v.raw.text;
+    if (text.empty() || text.size() > 100 ||
+        !std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+        fail(v, "expected 1 to 100 printable ASCII characters");
+    }
+    return text;
+}
+
 // --- the table of scalar settings ---------------------------------------------------------
 
 // Every scalar key is declared here once: its variable, its parser (with its range) and
@@ -335,6 +359,13 @@ const std::array kSettings{
             "a request header a reverse proxy fills with the operator's JWT; the console signs in with it "
             "(`GET /console/session`)",
             "an HTTP header name"},
+    Setting{"telemetry.otlp_endpoint", "OUTBOX_TELEMETRY_OTLP_ENDPOINT",
+            [](Config& c, const Value& v) { c.telemetry.otlp_endpoint = to_otlp_endpoint(v); }, "(none)",
+            "where spans go, over OTLP/HTTP (protobuf), e.g. `http://127.0.0.1:4318/v1/traces`; unset: no spans",
+            "an `http://host:port/path` URL"},
+    Setting{"telemetry.service_name", "OUTBOX_TELEMETRY_SERVICE_NAME",
+            [](Config& c, const Value& v) { c.telemetry.service_name = to_service_name(v); }, "outboxd",
+            "the spans' `service.name`", "1 to 100 printable ASCII characters"},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
@@ -349,7 +380,8 @@ const std::array kSettings{
 
 constexpr std::string_view kSecretEnv = "OUTBOX_ADMIN_JWT_SECRET";
 constexpr std::size_t kMinSecretBytes = 32;  // HS256 keys shorter than its 256-bit output are guessable offline
-constexpr std::array<std::string_view, 6> kSections{"database", "outbox", "plugins", "admin", "log", "handlers"};
+constexpr std::array<std::string_view, 7> kSections{"database", "outbox", "plugins", "admin", "telemetry", "log",
+                                                    "handlers"};
 
 // The keys of a `handlers.<name>` section, declared like kSettings (file only, no variable).
 // `config` is a mapping handed to the plugin; the others are scalars parsed by `apply`.

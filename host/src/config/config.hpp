@@ -103,6 +103,12 @@ struct Config {
         std::string console_token_header;       // a proxy's header carrying the operator's JWT; empty: none
         bool operator==(const Admin&) const = default;
     } admin;
+    struct Telemetry {
+        /// OTLP/HTTP traces endpoint ("http://host:port/path"); empty: no spans are exported.
+        std::string otlp_endpoint;
+        std::string service_name = "outboxd";
+        bool operator==(const Telemetry&) const = default;
+    } telemetry;
     struct Log {
         std::string level = "info";
         std::string format = "text";  // or "json"

@@ -95,15 +95,15 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
 
 }  // namespace
 
-HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
-                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
+HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed,
+                       const sdk::TraceContext& trace, InFlight& flight, db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
                        std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes) {
     const auto started = std::chrono::steady_clock::now();
     const auto deadline = started + entry.settings.timeout;
     HandlerRun run;
     HostDb db(pool, deadline, flight, hard_stop);
     HostContext ctx(db, flight.lost, hard_stop, deadline, entry.settings.config_json, claimed.event.id,
-                    claimed.event.type, entry.name, claimed.event.attempt);
+                    claimed.event.type, entry.name, claimed.event.attempt, trace);
     flight.call_started(deadline + abandon_grace);
 
     std::optional<sdk::Disposition> thrown;

@@ -39,8 +39,9 @@ struct HandlerRun {
 ///
 /// The call's deadline is handlers.<name>.timeout from now; `abandon_grace` after it the
 /// host may abandon the call (see InFlight::Call).
-HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed, InFlight& flight,
-                       db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
+/// `trace` is what the call's ctx.trace() returns.
+HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed,
+                       const sdk::TraceContext& trace, InFlight& flight, db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
                        std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes = nullptr);
 
 }  // namespace outbox::dispatch

@@ -73,10 +73,10 @@ class HostContext final : public sdk::Context {
 public:
     HostContext(HostDb& db, const std::atomic<bool>& lease_lost, const std::atomic<bool>& hard_stop,
                 std::chrono::steady_clock::time_point deadline, const std::string& config_json, std::string event_id,
-                std::string event_type, std::string handler, int attempt)
+                std::string event_type, std::string handler, int attempt, const sdk::TraceContext& trace)
         : db_(db), lease_lost_(lease_lost), hard_stop_(hard_stop), deadline_(deadline), config_json_(config_json),
           event_id_(std::move(event_id)), event_type_(std::move(event_type)), handler_(std::move(handler)),
-          attempt_(attempt) {}
+          attempt_(attempt), trace_(trace) {}
 
     sdk::Db& db() override { return db_; }
     [[nodiscard]] bool cancelled() const override {
@@ -85,6 +85,7 @@ public:
     [[nodiscard]] std::chrono::steady_clock::time_point deadline() const override { return deadline_; }
     [[nodiscard]] const std::string& config_json() const override { return config_json_; }
     void log(sdk::LogLevel level, std::string_view message) override;
+    [[nodiscard]] const sdk::TraceContext& trace() const override { return trace_; }
 
 private:
     HostDb& db_;
@@ -96,6 +97,7 @@ private:
     std::string event_type_;
     std::string handler_;
     int attempt_;
+    const sdk::TraceContext& trace_;  // the call's (telemetry::CallTrace), which outlives it
 };
 
 }  // namespace outbox::dispatch

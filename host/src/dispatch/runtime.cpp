@@ -29,6 +29,7 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
     o.database_url = config.database.url;
     o.session_url = config.database.session_url;
     o.pool_size = config.database.pool_size;
+    o.telemetry = config.telemetry;
     return o;
 }
 
@@ -41,7 +42,16 @@ Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const routing::HandlerS
       loop_observer_(loop_observer),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
       completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_,
-               FleetLimiter::Options{.holder = options_.host_id, .session_url = options_.session_url}) {}
+               FleetLimiter::Options{.holder = options_.host_id, .session_url = options_.session_url}) {
+    if (!options_.telemetry.otlp_endpoint.empty()) {
+        spans_ = std::make_unique<telemetry::SpanExporter>(
+            telemetry::SpanExporter::Options{.endpoint = options_.telemetry.otlp_endpoint,
+                                             .service_name = options_.telemetry.service_name,
+                                             .service_version = OUTBOXD_VERSION,
+                                             .instance_id = options_.host_id},
+            metrics_);
+    }
+}
 
 Runtime::~Runtime() {
     if (stop()) return;
@@ -53,6 +63,8 @@ Runtime::~Runtime() {
 void Runtime::start() {
     if (started_) return;
     started_ = true;
+    // First started, last stopped: the spans of the last calls still leave.
+    if (spans_) bookkeeping_.start("span exporter", [this](std::stop_token stop) { spans_->run(stop); });
     bookkeeping_.start("heartbeat", [this](std::stop_token stop) {
         Heartbeat(options_.database_url, outage_, in_flight_, metrics_, options_.lease_duration,
                   options_.heartbeat_interval())
@@ -79,7 +91,8 @@ void Runtime::start() {
     claiming_.start("scheduler", [this](std::stop_token stop) {
         // Stopped with the group, or alone when the host cannot keep its concurrency.
         const std::stop_callback forward(stop, [this] { stop_claiming_.request_stop(); });
-        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, loop_observer_)
+        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, loop_observer_,
+                  spans_.get())
             .run(stop_claiming_.get_token());
     });
 }
@@ -98,7 +111,7 @@ void Runtime::spawn_worker(WorkQueue::Lane lane) {
 
 void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane) {
     Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy_,
-                  options_.max_attempts, options_.abandon_grace, paused_);
+                  options_.max_attempts, options_.abandon_grace, paused_, spans_.get());
     while (auto work = queue_.pop(lane)) {
         // Frees the queue slot however process() ends, unless the call was abandoned: then
         // the host freed it already.

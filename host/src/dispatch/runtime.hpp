@@ -22,6 +22,7 @@
 #include "routing/handler_set.hpp"
 #include "routing/paused_handlers.hpp"
 #include "service/service.hpp"
+#include "telemetry/span_exporter.hpp"
 
 namespace outbox::dispatch {
 
@@ -112,6 +113,7 @@ private:
     routing::PausedHandlers paused_;
     Completer completer_;
     FleetLimiter limiter_;
+    std::unique_ptr<telemetry::SpanExporter> spans_;  // with telemetry.otlp_endpoint only
     std::atomic<bool> stopping_{false};
     std::atomic<bool> hard_stop_{false};
     std::atomic<int> abandoned_{0};
@@ -119,7 +121,7 @@ private:
 
     // Stopped in this order (each group last started first): claiming, then the deadline
     // watch, then (once the calls drained) the completer and the heartbeat.
-    service::ServiceGroup bookkeeping_;  // heartbeat, completer
+    service::ServiceGroup bookkeeping_;  // span exporter, heartbeat, completer
     service::ServiceGroup watch_;        // the deadline watch
     service::ServiceGroup claiming_;     // rescuer, NOTIFY listener, scheduler
     std::stop_source stop_claiming_;     // the scheduler alone, from any thread

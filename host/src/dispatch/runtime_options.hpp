@@ -15,6 +15,8 @@ struct RuntimeOptions : config::Config::Outbox {
     std::string database_url;
     std::string session_url;  // database.session_url: LISTEN goes there when set
     int pool_size = 4;
+    /// telemetry.*: with an OTLP endpoint the runtime exports spans of calls and claims.
+    config::Config::Telemetry telemetry;
     /// This process's own: its claims record it, and only its own untracked leases are released.
     std::string incarnation = lease::new_incarnation();
 

@@ -49,9 +49,11 @@ void Scheduler::run(std::stop_token stop) {
     }
 
     std::shared_ptr<const routing::HandlerSet> handlers;
-    const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed, bool suspect) {
+    // `started`: when the claim began (telemetry::now_unix_nano()), for its span.
+    const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed, bool suspect, std::uint64_t started) {
         if (claimed.empty()) return;
         metrics_.events_claimed(claimed.size());
+        if (spans_) spans_->record(telemetry::claim_span(started, claimed.size(), suspect));
         std::vector<Work> work;
         work.reserve(claimed.size());
         for (auto& item : claimed) {
@@ -138,6 +140,7 @@ void Scheduler::run(std::stop_token stop) {
         const auto now = std::chrono::steady_clock::now();
         if (!first_pass && queue_.suspect_lane_free() && (queue_.idle() || now >= next_suspect_check)) {
             std::vector<lease::ClaimedEvent> claimed;
+            const std::uint64_t started = spans_ ? telemetry::now_unix_nano() : 0;
             if (!session.run(
                     [&](pqxx::connection& conn) {
                         claimed = lease::LeaseStore(conn).claim(types, 1, owner, options_.lease_duration,
@@ -148,7 +151,7 @@ void Scheduler::run(std::stop_token stop) {
             }
             // While suspects are due, take the next as soon as the lane frees up.
             next_suspect_check = claimed.empty() ? now + kSuspectCheckInterval : now;
-            hand_out(claimed, true);
+            hand_out(claimed, true, started);
         }
 
         // While workers still have plenty queued, wait for room for a whole batch: many tiny
@@ -170,6 +173,7 @@ void Scheduler::run(std::stop_token stop) {
         first_pass = false;
         std::vector<lease::ClaimedEvent> claimed;
         bool more_due = false;
+        const std::uint64_t started = spans_ ? telemetry::now_unix_nano() : 0;
         const bool ok = session.run(
             [&](pqxx::connection& conn) {
                 lease::LeaseStore store(conn);
@@ -189,7 +193,7 @@ void Scheduler::run(std::stop_token stop) {
             },
             stop);
         // Claims that committed before a later one failed are still ours: hand them out.
-        hand_out(claimed, false);
+        hand_out(claimed, false, started);
         if (!ok) continue;
         // A full claim means more may be due right now; otherwise wait for a wake-up.
         if (!more_due) wakeup_.wait_for(idle_wait, stop);

@@ -13,6 +13,7 @@
 #include "metrics/metrics.hpp"
 #include "routing/handler_set.hpp"
 #include "routing/paused_handlers.hpp"
+#include "telemetry/span_exporter.hpp"
 
 namespace outbox::dispatch {
 
@@ -31,9 +32,9 @@ class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,
               db::Wakeup& wakeup, metrics::Metrics& metrics, const routing::CurrentHandlers& handlers, routing::PausedHandlers& paused,
-              LoopObserver* observer = nullptr)
+              LoopObserver* observer = nullptr, telemetry::SpanExporter* spans = nullptr)
         : options_(options), outage_(outage), queue_(queue), in_flight_(in_flight), wakeup_(wakeup),
-          metrics_(metrics), handlers_(handlers), paused_(paused), observer_(observer) {}
+          metrics_(metrics), handlers_(handlers), paused_(paused), observer_(observer), spans_(spans) {}
 
     void run(std::stop_token stop);
 
@@ -47,6 +48,7 @@ private:
     const routing::CurrentHandlers& handlers_;
     routing::PausedHandlers& paused_;
     LoopObserver* observer_;
+    telemetry::SpanExporter* spans_;  // null: no spans
 };
 
 }  // namespace outbox::dispatch

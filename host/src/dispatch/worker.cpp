@@ -79,9 +79,16 @@ bool Worker::process(const Work& work) {
             return o.kind == core::HandlerOutcome::Kind::Succeeded;
         });
         const bool last = entry == pending.back();
-        HandlerRun run = run_handler(*entry, work.claimed, *work.flight, pool_, hard_stop_, abandon_grace_,
-                                     last && clean_so_far ? &consumed_now : nullptr);
+        telemetry::CallTrace trace = telemetry::start_call(work.claimed.trace, spans_ != nullptr);
+        HandlerRun run = run_handler(*entry, work.claimed, trace.context, *work.flight, pool_, hard_stop_,
+                                     abandon_grace_, last && clean_so_far ? &consumed_now : nullptr);
         permit.reset();
+        if (trace.span) {
+            telemetry::finish_call(*trace.span, event.type, entry->name, event.attempt,
+                                   run.abandoned ? "abandoned" : result_label(run.outcome.kind),
+                                   run.abandoned ? std::string("HANDLER_TIMEOUT") : run.outcome.error_code);
+            spans_->record(std::move(*trace.span));
+        }
         if (run.abandoned) {
             metrics_.handler_call(entry->name, "abandoned", run.duration);
             return false;

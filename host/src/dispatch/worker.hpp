@@ -10,6 +10,7 @@
 #include "dispatch/work_queue.hpp"
 #include "metrics/metrics.hpp"
 #include "routing/paused_handlers.hpp"
+#include "telemetry/span_exporter.hpp"
 
 namespace outbox::dispatch {
 
@@ -23,10 +24,10 @@ public:
     Worker(db::ConnectionPool& pool, Completer& completer, InFlightTable& in_flight, FleetLimiter& limiter,
            metrics::Metrics& metrics, const std::atomic<bool>& stopping, const std::atomic<bool>& hard_stop,
            core::RetryPolicy policy, int max_attempts, std::chrono::milliseconds abandon_grace,
-           const routing::PausedHandlers& paused)
+           const routing::PausedHandlers& paused, telemetry::SpanExporter* spans = nullptr)
         : pool_(pool), completer_(completer), in_flight_(in_flight), limiter_(limiter), metrics_(metrics),
           stopping_(stopping), hard_stop_(hard_stop), policy_(policy), max_attempts_(max_attempts),
-          abandon_grace_(abandon_grace), paused_(paused) {}
+          abandon_grace_(abandon_grace), paused_(paused), spans_(spans) {}
 
     /// Returns false when the host abandoned one of the event's handler calls (it overran
     /// its deadline plus the grace): the host has stored the outcome and freed the slot,
@@ -49,6 +50,7 @@ private:
     int max_attempts_;
     std::chrono::milliseconds abandon_grace_;
     const routing::PausedHandlers& paused_;
+    telemetry::SpanExporter* spans_;  // null: no spans
 };
 
 }  // namespace outbox::dispatch

@@ -50,12 +50,13 @@ WITH due AS (
         version = e.version + 1, updated_at = now()
     WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM due))
     RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
-              e.lease_token, e.occurred_at, e.version
+              e.lease_token, e.occurred_at, e.version, e.traceparent, e.tracestate
 )
 SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
        c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
        CASE WHEN c.version <= 2 AND c.attempt_count <= 1 THEN NULL
-            ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END
+            ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END,
+       coalesce(c.traceparent, ''), coalesce(c.tracestate, '')
 FROM claimed c
 )SQL";
     return sql;
@@ -340,6 +341,8 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
         item.lease_token = row[6].c_str();
         item.event.occurred_at = std::chrono::system_clock::time_point{std::chrono::microseconds{row[7].as<long long>()}};
         item.consumed_by = split_names(row[8]);
+        item.trace.traceparent = row[9].c_str();
+        item.trace.tracestate = row[10].c_str();
         claimed.push_back(std::move(item));
     }
     return claimed;

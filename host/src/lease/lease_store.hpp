@@ -8,6 +8,7 @@
 #include <pqxx/transaction_base>
 
 #include "core/transition.hpp"
+#include "outbox/sdk/context.hpp"
 #include "outbox/sdk/event.hpp"
 
 namespace outbox::lease {
@@ -16,6 +17,7 @@ namespace outbox::lease {
 /// handlers that already consumed it in an earlier attempt (they are skipped).
 struct ClaimedEvent {
     sdk::Event event;
+    sdk::TraceContext trace;  // as published; empty when none
     std::string lease_token;
     std::vector<std::string> consumed_by;
 };

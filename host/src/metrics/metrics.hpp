@@ -35,6 +35,8 @@ public:
     void events_rescued(std::uint64_t n) noexcept { rescued_ += n; }
     void plugin_load_failures(std::uint64_t n) noexcept { plugin_load_failures_ += n; }
     void admin_connections_refused(std::uint64_t n) noexcept { admin_connections_refused_ += n; }
+    void telemetry_spans_exported(std::uint64_t n) noexcept { spans_exported_ += n; }
+    void telemetry_spans_dropped(std::uint64_t n) noexcept { spans_dropped_ += n; }
     /// Handler threads abandoned past their deadline that have not returned (a gauge).
     void abandoned_threads(int n) noexcept { abandoned_threads_ = n; }
 
@@ -45,6 +47,8 @@ public:
     [[nodiscard]] std::uint64_t events_rescued() const noexcept { return rescued_; }
     [[nodiscard]] std::uint64_t plugin_load_failures() const noexcept { return plugin_load_failures_; }
     [[nodiscard]] std::uint64_t admin_connections_refused() const noexcept { return admin_connections_refused_; }
+    [[nodiscard]] std::uint64_t telemetry_spans_exported() const noexcept { return spans_exported_; }
+    [[nodiscard]] std::uint64_t telemetry_spans_dropped() const noexcept { return spans_dropped_; }
     [[nodiscard]] int abandoned_threads() const noexcept { return abandoned_threads_; }
     /// (handler, result) -> calls
     [[nodiscard]] std::map<std::pair<std::string, std::string>, std::uint64_t> handler_calls() const;
@@ -58,6 +62,8 @@ private:
     std::atomic<std::uint64_t> rescued_{0};
     std::atomic<std::uint64_t> plugin_load_failures_{0};
     std::atomic<std::uint64_t> admin_connections_refused_{0};
+    std::atomic<std::uint64_t> spans_exported_{0};
+    std::atomic<std::uint64_t> spans_dropped_{0};
     std::atomic<int> abandoned_threads_{0};
     mutable std::mutex mutex_;
     std::map<std::pair<std::string, std::string>, std::uint64_t> calls_;

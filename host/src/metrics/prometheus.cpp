@@ -170,6 +170,12 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
     w.sample("outbox_admin_connections_refused_total", {}, metrics.admin_connections_refused());
     w.family("outbox_events_claimed_total", "counter", "Events this host claimed.");
     w.sample("outbox_events_claimed_total", {}, metrics.events_claimed());
+    w.family("outbox_telemetry_spans_exported_total", "counter",
+             "Spans the OTLP endpoint accepted (telemetry.otlp_endpoint).");
+    w.sample("outbox_telemetry_spans_exported_total", {}, metrics.telemetry_spans_exported());
+    w.family("outbox_telemetry_spans_dropped_total", "counter",
+             "Spans dropped: the export queue was full, or the OTLP endpoint did not take their batch.");
+    w.sample("outbox_telemetry_spans_dropped_total", {}, metrics.telemetry_spans_dropped());
     return w.take();
 }
 

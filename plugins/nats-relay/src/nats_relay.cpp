@@ -7,7 +7,8 @@
 // redelivered event (lost acknowledgement, crashed host, lost lease) is acknowledged as a
 // duplicate and not stored again. handle() returns only after the stream acknowledged the
 // message, so an event completes only once it is stored; the host runs the events of one
-// aggregate one after another, so they are stored in publish order.
+// aggregate one after another, so they are stored in publish order. The publisher's trace
+// context, when it gave one, travels as the headers traceparent and tracestate.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -226,6 +227,11 @@ private:
         }
         const std::unique_ptr<natsMsg, void (*)(natsMsg*)> msg(raw, natsMsg_Destroy);
         natsMsgHeader_Set(msg.get(), "Content-Type", "application/json");
+        // The publisher's trace context, so a consumer of the stream joins its trace.
+        if (const outbox::sdk::TraceContext& trace = ctx.trace(); !trace.traceparent.empty()) {
+            natsMsgHeader_Set(msg.get(), "traceparent", trace.traceparent.c_str());
+            if (!trace.tracestate.empty()) natsMsgHeader_Set(msg.get(), "tracestate", trace.tracestate.c_str());
+        }
 
         jsPubOptions options;
         jsPubOptions_Init(&options);

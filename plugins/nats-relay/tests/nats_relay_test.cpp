@@ -51,11 +51,12 @@ protected:
         return host;
     }
 
+    /// `trace`: extra named arguments of outbox_publish(), e.g. ", traceparent => '...'".
     std::string publish(const std::string& company, const std::string& payload,
-                        const std::string& aggregate_key = {}) const {
+                        const std::string& aggregate_key = {}, const std::string& trace = {}) const {
         const std::string key = aggregate_key.empty() ? "NULL" : "'" + aggregate_key + "'";
         return db_.scalar("SELECT outbox_publish('" + company + "', 'OrderPlaced', '" + payload + "'::jsonb, " + key +
-                          ")::text");
+                          trace + ")::text");
     }
     std::string field(const std::string& event_id, const std::string& column) const {
         const auto rows = db_.exec("SELECT coalesce(" + column + "::text, '') FROM event_publication WHERE event_id = '" +
@@ -73,7 +74,9 @@ protected:
 
 TEST_F(NatsRelay, StoresTheEventAsJsonOnTheTemplatedSubjectWithItsIdAsMessageId) {
     const std::string first = publish("acme", R"({"order_id": 9007199254740993, "total": 12.50, "note": "a\"b"})", "order-7");
-    const std::string second = publish("acme", R"({"order_id": 9007199254740993, "total": 3})", "order-7");
+    const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const std::string second = publish("acme", R"({"order_id": 9007199254740993, "total": 3})", "order-7",
+                                       ", traceparent => '" + parent + "', tracestate => 'rojo=00f067aa0ba902b7'");
     const std::string unkeyed = publish("acme", R"({"order_id": 1})");
     auto host = start_host(config());
     for (const auto& id : {first, second, unkeyed}) {
@@ -100,6 +103,10 @@ TEST_F(NatsRelay, StoresTheEventAsJsonOnTheTemplatedSubjectWithItsIdAsMessageId)
               db_.scalar("SELECT to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') FROM "
                          "event_publication WHERE event_id = '" + first + "'"));
     EXPECT_EQ(nlohmann::json::parse(by_id.at(second).body)["aggregate_position"], 2);
+    EXPECT_EQ(by_id.at(second).traceparent, parent) << "the publisher's trace context travels as headers";
+    EXPECT_EQ(by_id.at(second).tracestate, "rojo=00f067aa0ba902b7");
+    EXPECT_EQ(one.traceparent, "") << "none given, none sent";
+    EXPECT_EQ(one.tracestate, "");
     EXPECT_LT(by_id.at(first).sequence, by_id.at(second).sequence) << "an aggregate's events are stored in publish order";
     const auto plain = nlohmann::json::parse(by_id.at(unkeyed).body);
     EXPECT_TRUE(plain["aggregate_key"].is_null());

@@ -145,6 +145,8 @@ std::vector<StoredMessage> JetStreamClient::read_all(const std::string& stream, 
         const char* value = nullptr;
         if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &value) == NATS_OK) stored.msg_id = value;
         if (natsMsgHeader_Get(msg, "Content-Type", &value) == NATS_OK) stored.content_type = value;
+        if (natsMsgHeader_Get(msg, "traceparent", &value) == NATS_OK) stored.traceparent = value;
+        if (natsMsgHeader_Get(msg, "tracestate", &value) == NATS_OK) stored.tracestate = value;
         jsMsgMetaData* meta = nullptr;
         if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
             stored.sequence = meta->Sequence.Stream;

@@ -46,6 +46,8 @@ struct StoredMessage {
     std::string subject;
     std::string msg_id;        ///< header Nats-Msg-Id
     std::string content_type;  ///< header Content-Type
+    std::string traceparent;   ///< header traceparent, empty when absent
+    std::string tracestate;    ///< header tracestate, empty when absent
     std::string body;
 };
 

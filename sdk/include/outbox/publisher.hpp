@@ -18,6 +18,9 @@
 // A delayed event is stored now and not delivered before its time:
 //   outbox::sdk::publish(tx, company_id, "TrialEnding", payload,
 //                        {.deliver_after = std::chrono::system_clock::now() + std::chrono::hours{24 * 13}});
+// The request's trace context goes with the event to its handlers:
+//   outbox::sdk::publish(tx, company_id, "WebsiteRegistered", payload,
+//                        {.traceparent = request.header("traceparent")});
 
 #include <chrono>
 #include <optional>
@@ -49,6 +52,13 @@ struct PublishOptions {
     /// left unset, publish() works with every schema version. Ignored for a repeated
     /// dedup_key: the first event keeps its own time.
     std::optional<std::chrono::system_clock::time_point> deliver_after{};
+    /// The W3C trace context of the request this event follows (its `traceparent` and
+    /// `tracestate` headers, as received), handed to handlers as Context::trace(). A
+    /// malformed one is dropped by the database, never refused: a new trace starts at the
+    /// handler. Unset, the transaction's outbox.traceparent / outbox.tracestate settings
+    /// apply. Needs schema version 23; left unset, publish() works with every schema version.
+    std::optional<std::string> traceparent{};
+    std::optional<std::string> tracestate{};
 };
 
 /// Publishes one event inside `tx` and returns its event_id. Takes a dbtransaction (a real
@@ -65,17 +75,29 @@ inline std::string publish(pqxx::dbtransaction& tx, std::string_view company_id,
     }
     const char* aggregate_key = options.aggregate_key ? options.aggregate_key->c_str() : nullptr;
     const char* dedup_key = options.dedup_key ? options.dedup_key->c_str() : nullptr;
-    // Without a delay the call names five arguments, as before, so it also works against
-    // schemas older than deliver_after. The time travels as microseconds since the epoch:
-    // exact, and independent of the session's time zone and DateStyle.
+    // Without a delay or a trace context the call names five arguments, as before, so it
+    // also works against schemas older than either. The time travels as microseconds since
+    // the epoch: exact, and independent of the session's time zone and DateStyle.
+    std::string micros;
+    if (options.deliver_after) {
+        micros = std::to_string(
+            std::chrono::duration_cast<std::chrono::microseconds>(options.deliver_after->time_since_epoch()).count());
+    }
+    const char* deliver_after = options.deliver_after ? micros.c_str() : nullptr;
     const pqxx::result rows =
-        options.deliver_after
+        options.traceparent || options.tracestate
+            ? tx.exec_params("SELECT outbox_publish($1, $2, $3::jsonb, $4, $5, deliver_after => timestamptz 'epoch' + "
+                             "$6::bigint * interval '1 microsecond', traceparent => $7, tracestate => $8)::text",
+                             std::string(company_id), std::string(event_type), json, aggregate_key, dedup_key,
+                             deliver_after,
+                             // Only tracestate set: an empty traceparent, so the settings are not read.
+                             options.traceparent ? options.traceparent->c_str() : "",
+                             options.tracestate ? options.tracestate->c_str() : nullptr)
+        : options.deliver_after
             ? tx.exec_params("SELECT outbox_publish($1, $2, $3::jsonb, $4, $5, deliver_after => timestamptz 'epoch' + "
                              "$6::bigint * interval '1 microsecond')::text",
                              std::string(company_id), std::string(event_type), json, aggregate_key, dedup_key,
-                             static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                        options.deliver_after->time_since_epoch())
-                                                        .count()))
+                             deliver_after)
             : tx.exec_params("SELECT outbox_publish($1, $2, $3::jsonb, $4, $5)::text", std::string(company_id),
                              std::string(event_type), json, aggregate_key, dedup_key);
     const pqxx::field id = rows.at(0).at(0);
@@ -105,6 +127,11 @@ inline std::vector<std::string> publish_many(pqxx::dbtransaction& tx, std::strin
         // outbox_publish_many() takes no delivery time: refused, never silently dropped.
         if (item.options.deliver_after) {
             throw std::invalid_argument("publish_many() does not take deliver_after; publish a delayed event with publish()");
+        }
+        if (item.options.traceparent || item.options.tracestate) {
+            throw std::invalid_argument(
+                "publish_many() does not take a trace context per event; set outbox.traceparent for the transaction "
+                "(SET LOCAL), which every event of the call takes");
         }
         nlohmann::json event{{"event_type", item.event_type}, {"payload", nlohmann::json::parse(item.payload.json())}};
         if (item.options.aggregate_key) {

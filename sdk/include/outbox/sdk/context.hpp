@@ -41,6 +41,15 @@ public:
 
 enum class LogLevel { Debug, Info, Warn, Error };
 
+/// The W3C trace context of one call (https://www.w3.org/TR/trace-context/): the
+/// `traceparent` and `tracestate` headers to send with the remote calls this call makes, so
+/// they join the trace of the request that published the event. Empty strings when the
+/// publisher gave none. The SDK's HTTP helper and the NATS relay send them already.
+struct TraceContext {
+    std::string traceparent;  ///< "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>", or empty
+    std::string tracestate;   ///< vendor list, up to 512 characters; empty without a traceparent
+};
+
 /// What the host gives a handler for one call. Implemented by the host; valid only during
 /// that call and only on the thread that runs handle().
 class OUTBOX_SDK_VISIBLE Context {
@@ -66,6 +75,11 @@ public:
     /// Writes one line to the host log, tagged with event_id, event_type, handler and
     /// attempt. Never pass payload values, tokens or remote response bodies.
     virtual void log(LogLevel level, std::string_view message) = 0;
+
+    /// Since SDK 1.2: the trace context to pass on (see TraceContext). Opaque: never log it.
+    /// A plugin that calls it needs a host of ABI 1.2 or later, which the manifest check
+    /// enforces. Thread-safe.
+    [[nodiscard]] virtual const TraceContext& trace() const = 0;
 
     /// Time left until deadline(), never negative.
     [[nodiscard]] std::chrono::milliseconds remaining() const {

@@ -329,6 +329,10 @@ inline bool retryable_status(int status) {
 /// Not bounded: host name resolution (getaddrinfo cannot be interrupted); use addresses or a
 /// local resolver for remotes whose DNS may hang.
 ///
+/// Sends ctx.trace() as the `traceparent` and `tracestate` headers (when the publisher gave
+/// a trace context and `request.headers` does not set them already), so the remote call
+/// joins the publisher's trace.
+///
 /// Thread-safe: each call has its own client; runs one short-lived watchdog thread.
 inline httplib::Response send(Context& ctx, const std::string& origin, const Request& request,
                               std::chrono::milliseconds timeout) {
@@ -350,6 +354,10 @@ inline httplib::Response send(Context& ctx, const std::string& origin, const Req
     req.method = request.method;
     req.path = request.path;
     req.headers = request.headers;
+    if (const TraceContext& trace = ctx.trace(); !trace.traceparent.empty() && !req.has_header("traceparent")) {
+        req.headers.emplace("traceparent", trace.traceparent);
+        if (!trace.tracestate.empty() && !req.has_header("tracestate")) req.headers.emplace("tracestate", trace.tracestate);
+    }
     if (!request.body.empty()) {
         req.body = request.body;
         if (!req.has_header("Content-Type")) req.headers.emplace("Content-Type", request.content_type);

@@ -65,12 +65,16 @@ public:
         const std::lock_guard lock(mutex_);
         logs_.push_back(LogLine{level, std::string(message)});
     }
+    [[nodiscard]] const TraceContext& trace() const override { return trace_; }
 
     /// What the host does when it loses the event's lease or shuts down past its drain time.
     void cancel() noexcept { cancelled_.store(true); }
     void set_deadline(std::chrono::steady_clock::time_point deadline) noexcept {
         deadline_ns_.store(deadline.time_since_epoch().count());
     }
+    /// What trace() returns (empty by default: a publisher that gave no trace context).
+    /// Call before handle(), not during it.
+    void set_trace(TraceContext trace) { trace_ = std::move(trace); }
     /// A Db of the test's own (it must outlive this context); nullptr removes it.
     void use_db(Db* db) noexcept { db_ = db; }
 
@@ -93,6 +97,7 @@ private:
     std::atomic<bool> cancelled_{false};
     std::atomic<std::chrono::steady_clock::duration::rep> deadline_ns_;
     Db* db_ = nullptr;
+    TraceContext trace_;
     mutable std::mutex mutex_;
     std::vector<LogLine> logs_;
 };
