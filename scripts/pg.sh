@@ -91,6 +91,9 @@ start() {
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
+# The test tiers share this server side by side (the fault tier's hosts beside the
+# sample plugins' and the integration tier's): 100 connections ran out once.
+max_connections = 300
 CONF
   if ! as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start >/dev/null; then
     echo "pg.sh: PostgreSQL did not start; its log:" >&2
