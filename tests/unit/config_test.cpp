@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -208,6 +209,29 @@ TEST(Config, TheConsoleIsOnByDefaultAndItsProxyHeaderIsOptional) {
                                             {"OUTBOX_ADMIN_CONSOLE_TOKEN_HEADER", "X-Auth-Request-Access-Token"}}));
     EXPECT_FALSE(env.admin.console);
     EXPECT_EQ(env.admin.console_token_header, "X-Auth-Request-Access-Token");
+}
+
+TEST(Config, TelemetryTakesAnHttpEndpointAndAServiceNameAndRefusesAnythingElseInOneLine) {
+    const Config defaults = parse_config("", "x.yaml", kNoEnv);
+    EXPECT_EQ(defaults.telemetry.otlp_endpoint, "") << "no spans unless asked";
+    EXPECT_EQ(defaults.telemetry.service_name, "outboxd");
+    for (const std::string good : {"http://127.0.0.1:4318/v1/traces", "http://collector.internal:4318/v1/traces",
+                                   "http://[::1]:4318/", "http://otel-agent:1/x?y=z"}) {
+        EXPECT_EQ(parse_config("", "x.yaml", env_of({{"OUTBOX_TELEMETRY_OTLP_ENDPOINT", good}})).telemetry.otlp_endpoint,
+                  good);
+    }
+    const Config file = parse_config("telemetry:\n  otlp_endpoint: http://127.0.0.1:4318/v1/traces\n"
+                                     "  service_name: billing-outbox\n", "x.yaml", kNoEnv);
+    EXPECT_EQ(file.telemetry.service_name, "billing-outbox");
+    for (const std::string& bad : std::vector<std::string>{"https://127.0.0.1:4318/v1/traces", "http://127.0.0.1/v1/traces",
+                                  "http://127.0.0.1:4318", "http://127.0.0.1:0/v1/traces", "http://127.0.0.1:65536/x",
+                                  "http://user:pw@127.0.0.1:4318/x", "http://127.0.0.1:43a8/x", "127.0.0.1:4318/x",
+                                  "http://h:1/a b", "http://h:1/" + std::string(5000, 'a')}) {
+        EXPECT_THAT(error_of("telemetry:\n  otlp_endpoint: \"" + bad + "\"\n"), ::testing::HasSubstr("telemetry.otlp_endpoint"))
+            << bad;
+    }
+    EXPECT_THAT(error_of("telemetry:\n  service_name: \"\"\n"), ::testing::HasSubstr("telemetry.service_name"));
+    EXPECT_THAT(error_of("telemetry:\n  unknown: 1\n"), ::testing::HasSubstr("telemetry.unknown"));
 }
 
 TEST(Config, EnvironmentBooleansAlsoAcceptOneZeroYesNo) {

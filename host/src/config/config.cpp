@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -189,11 +188,35 @@ double to_rate(const Value& v) {
 std::string to_otlp_endpoint(const Value& v) {
     const std::string& text = v.raw.text;
     if (text.empty()) return text;
-    static const std::regex kUrl(R"(^http://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):([0-9]{1,5})(/[!-~]*)$)");
-    std::smatch match;
-    if (!std::regex_match(text, match, kUrl) || std::stoi(match[2].str()) < 1 || std::stoi(match[2].str()) > 65535) {
+    // Read by hand, not with std::regex: its recursion grows with the input's length.
+    const auto bad = [&] {
         fail(v, "expected an http://host:port/path URL (e.g. http://127.0.0.1:4318/v1/traces); https is not "
                 "supported: send to a collector on the host or its network");
+    };
+    constexpr std::string_view kScheme = "http://";
+    if (text.size() > 2048 || text.compare(0, kScheme.size(), kScheme) != 0) bad();
+    const std::string_view rest = std::string_view(text).substr(kScheme.size());
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos) bad();
+    const std::string_view authority = rest.substr(0, slash);
+    const std::string_view path = rest.substr(slash);
+    const auto colon = authority.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) bad();
+    const std::string_view host = authority.substr(0, colon);
+    const std::string_view port = authority.substr(colon + 1);
+    const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+    const bool host_ok =
+        bracketed ? std::all_of(host.begin() + 1, host.end() - 1,
+                                [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':'; })
+                  : std::all_of(host.begin(), host.end(), [](char c) {
+                        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-';
+                    });
+    int port_number = 0;
+    const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), port_number);
+    const bool path_ok = std::all_of(path.begin(), path.end(), [](char c) { return c >= '!' && c <= '~'; });
+    if (!host_ok || port.empty() || port.size() > 5 || error != std::errc() || end != port.data() + port.size() ||
+        port_number < 1 || port_number > 65535 || !path_ok) {
+        bad();
     }
     return text;
 }
