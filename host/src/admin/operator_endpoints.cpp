@@ -44,6 +44,55 @@ bool read_event_ids(const json& ids, operations::BulkRetryFilter& f) {
     return true;
 }
 
+// Reads the body's "filter" into `f`; false when it was refused (the answer is in `res`).
+bool read_bulk_filter(const json& filter, operations::BulkRetryFilter& f, HttpResponse& res) {
+    for (const auto& [key, value] : filter.items()) {
+        if (key != "event_type" && key != "last_error_code" && key != "no_error_code" && key != "event_ids" &&
+            key != "occurred_before" && key != "limit") {
+            send_error(res, 400, "INVALID_FILTER",
+                       "unknown filter field; allowed: event_type, last_error_code, no_error_code, event_ids, "
+                       "occurred_before, limit");
+            return false;
+        }
+    }
+    // A null code once meant "any code", so a "(no code)" group re-drove other groups' events.
+    if (const auto code = filter.find("last_error_code"); code != filter.end() && code->is_null()) {
+        send_error(res, 422, "INVALID_FILTER",
+                   "last_error_code cannot be null: omit it for any code, or send \"no_error_code\": true for events "
+                   "without one");
+        return false;
+    }
+    if (const auto none = filter.find("no_error_code"); none != filter.end()) {
+        if (!none->is_boolean()) {
+            send_error(res, 400, "INVALID_FILTER", "no_error_code is true or false");
+            return false;
+        }
+        f.no_error_code = none->get<bool>();
+    }
+    if (!optional_string(filter, "event_type", f.event_type) ||
+        !optional_string(filter, "last_error_code", f.last_error_code) ||
+        !optional_string(filter, "occurred_before", f.occurred_before)) {
+        send_error(res, 400, "INVALID_FILTER", "event_type, last_error_code and occurred_before are strings");
+        return false;
+    }
+    if (const auto ids = filter.find("event_ids"); ids != filter.end() && !ids->is_null()) {
+        if (!read_event_ids(*ids, f)) {
+            send_error(res, 400, "INVALID_FILTER",
+                       "event_ids must be an array of 1 to " + std::to_string(operations::kMaxBulkRetry) + " event ids (UUIDs)");
+            return false;
+        }
+        f.limit = static_cast<int>(f.event_ids->size());  // all of them unless a limit says otherwise
+    }
+    if (const auto limit = filter.find("limit"); limit != filter.end() && !limit->is_null()) {
+        if (!limit->is_number_integer() || limit->get<long long>() < 1 || limit->get<long long>() > operations::kMaxBulkRetry) {
+            send_error(res, 422, "INVALID_LIMIT", "limit must be 1 to " + std::to_string(operations::kMaxBulkRetry));
+            return false;
+        }
+        f.limit = limit->get<int>();
+    }
+    return true;
+}
+
 void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res) {
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !require_admin(*principal, res, "retry events")) return;
@@ -76,51 +125,7 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
         send_error(res, 400, "INVALID_FILTER", kBulkShape);
         return;
     }
-    for (const auto& [key, value] : filter->items()) {
-        if (key != "event_type" && key != "last_error_code" && key != "no_error_code" && key != "event_ids" &&
-            key != "occurred_before" && key != "limit") {
-            send_error(res, 400, "INVALID_FILTER",
-                       "unknown filter field; allowed: event_type, last_error_code, no_error_code, event_ids, "
-                       "occurred_before, limit");
-            return;
-        }
-    }
-    auto& f = request.filter;
-    // A null code once meant "any code", so a "(no code)" group re-drove other groups' events.
-    if (const auto code = filter->find("last_error_code"); code != filter->end() && code->is_null()) {
-        send_error(res, 422, "INVALID_FILTER",
-                   "last_error_code cannot be null: omit it for any code, or send \"no_error_code\": true for events "
-                   "without one");
-        return;
-    }
-    if (const auto none = filter->find("no_error_code"); none != filter->end()) {
-        if (!none->is_boolean()) {
-            send_error(res, 400, "INVALID_FILTER", "no_error_code is true or false");
-            return;
-        }
-        f.no_error_code = none->get<bool>();
-    }
-    if (!optional_string(*filter, "event_type", f.event_type) ||
-        !optional_string(*filter, "last_error_code", f.last_error_code) ||
-        !optional_string(*filter, "occurred_before", f.occurred_before)) {
-        send_error(res, 400, "INVALID_FILTER", "event_type, last_error_code and occurred_before are strings");
-        return;
-    }
-    if (const auto ids = filter->find("event_ids"); ids != filter->end() && !ids->is_null()) {
-        if (!read_event_ids(*ids, f)) {
-            send_error(res, 400, "INVALID_FILTER",
-                       "event_ids must be an array of 1 to " + std::to_string(operations::kMaxBulkRetry) + " event ids (UUIDs)");
-            return;
-        }
-        f.limit = static_cast<int>(f.event_ids->size());  // all of them unless a limit says otherwise
-    }
-    if (const auto limit = filter->find("limit"); limit != filter->end() && !limit->is_null()) {
-        if (!limit->is_number_integer() || limit->get<long long>() < 1 || limit->get<long long>() > operations::kMaxBulkRetry) {
-            send_error(res, 422, "INVALID_LIMIT", "limit must be 1 to " + std::to_string(operations::kMaxBulkRetry));
-            return;
-        }
-        f.limit = limit->get<int>();
-    }
+    if (!read_bulk_filter(*filter, request.filter, res)) return;
     const auto reason = body.find("reason");
     if (reason == body.end() || !reason->is_string()) {
         send_error(res, 422, "INVALID_REASON", "reason must be a string of 10 to 300 characters");

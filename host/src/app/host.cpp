@@ -181,55 +181,26 @@ Host::~Host() {
     }
 }
 
-bool Host::start(std::stop_token stop) {
-    db::configure_connections(connection_settings_of(config_, "outboxd " + host_id_));
-
-    // Read before anything else starts: an unreadable JWT key file is a configuration error.
-    StartAdmin start_admin;
-    if (config_.admin.listen_address && options_.admin) {
-        try {
-            start_admin = options_.admin(config_, host_id_);
-        } catch (const config::ConfigError& e) {
-            throw StartError(2, std::string("config error: ") + e.what());
-        }
-    }
-
-    {
-        auto conn = connect_at_start_up(config_, stop,
-                                        options_.migrate_first ? std::optional(migration_url(config_)) : std::nullopt);
+/// The start-up checks on the database: its schema (migrated first with --migrate), the
+/// processing role's rights, and no live process under this host id. False when stopped.
+bool Host::check_database(std::stop_token stop) {
+    auto conn = connect_at_start_up(config_, stop,
+                                    options_.migrate_first ? std::optional(migration_url(config_)) : std::nullopt);
+    if (!conn) return false;
+    schema_accepted_ = check_schema(*conn, options_.migrate_first, config_.database.startup_timeout);
+    // The processing connection is database.url, whatever --migrate connected to.
+    if (options_.migrate_first && !config_.database.session_url.empty()) {
+        conn = connect_at_start_up(config_, stop, std::nullopt);
         if (!conn) return false;
-        schema_accepted_ = check_schema(*conn, options_.migrate_first, config_.database.startup_timeout);
-        // The processing connection is database.url, whatever --migrate connected to.
-        if (options_.migrate_first && !config_.database.session_url.empty()) {
-            conn = connect_at_start_up(config_, stop, std::nullopt);
-            if (!conn) return false;
-        }
-        check_least_privilege(*conn, config_.database.require_least_privilege);
-        // Two processes under one host id would each take the other's leases for lost ones.
-        if (auto twin = fleet::find_live_twin(*conn, host_id_, incarnation_, stop)) throw StartError(2, *twin);
     }
-    if (stop.stop_requested()) return false;
+    check_least_privilege(*conn, config_.database.require_least_privilege);
+    // Two processes under one host id would each take the other's leases for lost ones.
+    if (auto twin = fleet::find_live_twin(*conn, host_id_, incarnation_, stop)) throw StartError(2, *twin);
+    return true;
+}
 
-    private_dir_ = std::make_unique<PrivateDir>();
-    plugins_ = std::make_unique<plugin::PluginDirectory>(config_.plugins.dir, private_dir_->path(), handler_configs(config_));
-    report_change(plugins_->rescan(), metrics_);
-    const SettingsLookup settings = [this](const std::string& name) { return config_.handler(name); };
-    auto handlers = handler_set_from(plugins_->current(), settings);
-    warn_about_unused_sections(config_, *handlers);
-    if (stop.stop_requested()) return false;
-
-    dispatch::RuntimeOptions runtime_options = dispatch::RuntimeOptions::from(config_, host_id_);
-    runtime_options.incarnation = incarnation_;
-    runtime_ = std::make_unique<dispatch::Runtime>(std::move(runtime_options), handlers, metrics_, options_.on_fatal,
-                                                   options_.notifier);
-
-    // The listener starts before any claim, so a host that cannot bind exits having done
-    // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
-    // It reads the runtime's current handlers, which may be replaced while it runs.
-    if (start_admin) admin_server_ = start_admin(metrics_, [this] { return runtime_->handlers(); });
-    if (stop.stop_requested()) return false;
-
-    runtime_->start();
+/// The fleet registry, the plugin watcher and retention, each on a thread of its own.
+void Host::start_services(const SettingsLookup& settings) {
     registry_ = std::make_unique<fleet::FleetRegistry>(
         fleet::FleetRegistry::Options{config_.database.url, host_id_, OUTBOXD_VERSION, config_.outbox.enabled,
                                       std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
@@ -259,6 +230,45 @@ bool Host::start(std::stop_token stop) {
         lease::Retention(config_.outbox.retention)
             .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);
     });
+}
+
+bool Host::start(std::stop_token stop) {
+    db::configure_connections(connection_settings_of(config_, "outboxd " + host_id_));
+
+    // Read before anything else starts: an unreadable JWT key file is a configuration error.
+    StartAdmin start_admin;
+    if (config_.admin.listen_address && options_.admin) {
+        try {
+            start_admin = options_.admin(config_, host_id_);
+        } catch (const config::ConfigError& e) {
+            throw StartError(2, std::string("config error: ") + e.what());
+        }
+    }
+
+    if (!check_database(stop)) return false;
+    if (stop.stop_requested()) return false;
+
+    private_dir_ = std::make_unique<PrivateDir>();
+    plugins_ = std::make_unique<plugin::PluginDirectory>(config_.plugins.dir, private_dir_->path(), handler_configs(config_));
+    report_change(plugins_->rescan(), metrics_);
+    const SettingsLookup settings = [this](const std::string& name) { return config_.handler(name); };
+    auto handlers = handler_set_from(plugins_->current(), settings);
+    warn_about_unused_sections(config_, *handlers);
+    if (stop.stop_requested()) return false;
+
+    dispatch::RuntimeOptions runtime_options = dispatch::RuntimeOptions::from(config_, host_id_);
+    runtime_options.incarnation = incarnation_;
+    runtime_ = std::make_unique<dispatch::Runtime>(std::move(runtime_options), handlers, metrics_, options_.on_fatal,
+                                                   options_.notifier);
+
+    // The listener starts before any claim, so a host that cannot bind exits having done
+    // nothing. It is independent of outbox.enabled: a host that claims nothing still serves.
+    // It reads the runtime's current handlers, which may be replaced while it runs.
+    if (start_admin) admin_server_ = start_admin(metrics_, [this] { return runtime_->handlers(); });
+    if (stop.stop_requested()) return false;
+
+    runtime_->start();
+    start_services(settings);
     log::info("outboxd " OUTBOXD_VERSION " (schema " + std::to_string(db::Migrator().latest_version()) +
               ", database at " + std::to_string(schema_accepted_) + ") started as " + host_id_ + " with " +
               std::to_string(handlers->entries().size()) + " handler(s), concurrency " +

@@ -26,6 +26,66 @@ namespace {
 std::chrono::milliseconds stop_margin(const config::Config& config) {
     return std::chrono::seconds{15} + 2 * config.database.call_timeout + config.database.connect_timeout;
 }
+
+/// The one thread that takes SIGINT, SIGTERM and SIGHUP (blocked everywhere else): SIGHUP
+/// rescans the plugins; the first stop signal (or the host stopping on its own) ends it.
+void take_signals(const sigset_t& signals, Host& host, std::stop_source& stopping) {
+    int received = 0;
+    while (sigwait(&signals, &received) == 0) {
+        if (received == SIGHUP) {
+            log::info("received SIGHUP: rescanning the plugin directory");
+            host.rescan();
+            continue;
+        }
+        if (!stopping.stop_requested()) {
+            log::info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
+                      ": stopping claims and draining in-flight work");
+        }
+        stopping.request_stop();
+        return;
+    }
+}
+
+/// A stop that overruns its bound (outbox.shutdown_timeout for handlers, then the cancel
+/// grace and storing outcomes) is itself a hang: end the process with code 3. Once the
+/// handlers are done, what is left only writes to the database (outcomes, giving back, the
+/// host's row): it gets until outbox.shutdown_timeout, and at least kStoreGrace after the
+/// handlers unless the database is known to be unreachable. Writes that could not reach the
+/// database by then are left to lease expiry (their events run again), and the exit code is
+/// the handlers' (review item 9).
+void watch_the_stop(Host& host, std::chrono::steady_clock::time_point began, const config::Config& config,
+                    std::stop_token done) {
+    constexpr auto kStoreGrace = std::chrono::seconds{2};
+    const auto shutdown = config.outbox.shutdown_timeout;
+    const auto margin = stop_margin(config);
+    std::mutex mutex;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mutex);
+    std::optional<std::chrono::steady_clock::time_point> settled_at;
+    while (!done.stop_requested()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= began + shutdown + margin) {
+            log::error("stopping took longer than outbox.shutdown_timeout plus " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(margin).count()) +
+                       "s; exiting with code 3");
+            spdlog::default_logger_raw()->flush();
+            std::_Exit(3);
+        }
+        if (const auto settled = host.handlers_settled()) {
+            if (!settled_at) settled_at = now;
+            const auto grace = settled->database_down ? std::chrono::seconds{0} : kStoreGrace;
+            if (now >= std::max(began + shutdown, *settled_at + grace)) {
+                log::warn("the database did not take this host's last writes within outbox.shutdown_timeout; "
+                          "outcomes not stored are left to lease expiry and their events run again");
+                log::info(settled->exit_code == 0 ? "outboxd stopped"
+                                                  : "outboxd stopped with handler threads still running (exit code 3)");
+                spdlog::default_logger_raw()->flush();
+                std::_Exit(settled->exit_code);
+            }
+        }
+        cv.wait_for(lock, done, std::chrono::milliseconds{50}, [] { return false; });
+    }
+}
 }  // namespace
 
 int run_command(const config::Config& config, bool migrate_first, const AdminFactory& admin) {
@@ -47,22 +107,7 @@ int run_command(const config::Config& config, bool migrate_first, const AdminFac
     std::stop_source stopping;
     SystemdNotifier notifier;  // no-op unless systemd (NOTIFY_SOCKET) started this process
     Host host(config, Host::Options{migrate_first, [&stopping] { stopping.request_stop(); }, &notifier, admin});
-    std::jthread signal_thread([&] {
-        int received = 0;
-        while (sigwait(&signals, &received) == 0) {
-            if (received == SIGHUP) {
-                log::info("received SIGHUP: rescanning the plugin directory");
-                host.rescan();
-                continue;
-            }
-            if (!stopping.stop_requested()) {
-                log::info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                          ": stopping claims and draining in-flight work");
-            }
-            stopping.request_stop();
-            return;
-        }
-    });
+    std::jthread signal_thread([&] { take_signals(signals, host, stopping); });
     // The signal thread leaves on the first SIGTERM/SIGINT; when the host stops on its own
     // (or start-up throws), it is sent one.
     struct SignalThreadRelease {
@@ -99,43 +144,8 @@ int run_command(const config::Config& config, bool migrate_first, const AdminFac
         cv.wait(lock, stopping.get_token(), [] { return false; });
     }
     notifier.stopping();
-    // A stop that overruns its bound (outbox.shutdown_timeout for handlers, then the cancel
-    // grace and storing outcomes) is itself a hang: end the process with code 3. Once the
-    // handlers are done, what is left only writes to the database (outcomes, giving back,
-    // the host's row): it gets until outbox.shutdown_timeout, and at least kStoreGrace after
-    // the handlers unless the database is known to be unreachable. Writes that could not
-    // reach the database by then are left to lease expiry (their events run again), and the
-    // exit code is the handlers' (review item 9).
-    std::jthread stop_watchdog([&host, began = std::chrono::steady_clock::now(), shutdown = config.outbox.shutdown_timeout,
-                                margin = stop_margin(config)](std::stop_token done) {
-        constexpr auto kStoreGrace = std::chrono::seconds{2};
-        std::mutex mutex;
-        std::condition_variable_any cv;
-        std::unique_lock lock(mutex);
-        std::optional<std::chrono::steady_clock::time_point> settled_at;
-        while (!done.stop_requested()) {
-            const auto now = std::chrono::steady_clock::now();
-            if (now >= began + shutdown + margin) {
-                log::error("stopping took longer than outbox.shutdown_timeout plus " +
-                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(margin).count()) +
-                           "s; exiting with code 3");
-                spdlog::default_logger_raw()->flush();
-                std::_Exit(3);
-            }
-            if (const auto settled = host.handlers_settled()) {
-                if (!settled_at) settled_at = now;
-                const auto grace = settled->database_down ? std::chrono::seconds{0} : kStoreGrace;
-                if (now >= std::max(began + shutdown, *settled_at + grace)) {
-                    log::warn("the database did not take this host's last writes within outbox.shutdown_timeout; "
-                              "outcomes not stored are left to lease expiry and their events run again");
-                    log::info(settled->exit_code == 0 ? "outboxd stopped"
-                                                      : "outboxd stopped with handler threads still running (exit code 3)");
-                    spdlog::default_logger_raw()->flush();
-                    std::_Exit(settled->exit_code);
-                }
-            }
-            cv.wait_for(lock, done, std::chrono::milliseconds{50}, [] { return false; });
-        }
+    std::jthread stop_watchdog([&host, began = std::chrono::steady_clock::now(), &config](std::stop_token done) {
+        watch_the_stop(host, began, config, done);
     });
     const int code = host.stop();
     stop_watchdog.request_stop();

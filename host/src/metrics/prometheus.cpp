@@ -73,54 +73,48 @@ private:
     std::string out_;
 };
 
-}  // namespace
-
-std::string render_prometheus(const Metrics& metrics, const std::optional<DbGauges>& gauges, const HostInfo& host) {
-    Writer w;
-    w.family("outbox_host_info", "gauge", "This outboxd host: its host_id (lease_owner) and version.");
-    w.sample("outbox_host_info", {{"host_id", host.host_id}, {"version", host.version}}, "1");
-
-    w.family("outbox_database_up", "gauge", "1 when this scrape's database query succeeded (the DB gauges below are present).");
-    w.sample("outbox_database_up", {}, gauges ? "1" : "0");
-    if (gauges) {
-        w.family("outbox_publications_backlog", "gauge", "Events not finished (neither COMPLETED nor DISCARDED), by status (fleet-wide, from the database).");
-        for (const auto& [status, count] : gauges->backlog) {
-            w.sample("outbox_publications_backlog", {{"status", status}}, std::to_string(count));
-        }
-        w.family("outbox_publications_oldest_delay_seconds", "gauge",
-                 "Age of the oldest unfinished event: PENDING, RETRY_WAIT (due or not) or PROCESSING (fleet-wide); "
-                 "per handler: of a type it supports and has not consumed.");
-        w.sample("outbox_publications_oldest_delay_seconds", {}, number(gauges->oldest_delay_seconds));
-        for (const auto& [handler, delay] : gauges->handler_oldest_delay_seconds) {
-            w.sample("outbox_publications_oldest_delay_seconds", {{"handler", handler}}, number(delay));
-        }
-        w.family("outbox_handler_paused", "gauge",
-                 "1 while the handler is paused fleet-wide (outboxd handlers pause), else 0; this host's handlers "
-                 "and every paused one.");
-        for (const auto& [handler, paused] : gauges->handler_paused) {
-            w.sample("outbox_handler_paused", {{"handler", handler}}, paused ? "1" : "0");
-        }
-        w.family("outbox_handler_slots_taken", "gauge",
-                 "Fleet concurrency slots (max_concurrency) taken and not expired, by any host; a slot of an "
-                 "abandoned call stays taken until the call returns.");
-        for (const auto& [handler, taken] : gauges->handler_slots_taken) {
-            w.sample("outbox_handler_slots_taken", {{"handler", handler}}, std::to_string(taken));
-        }
-        w.family("outbox_publications_oldest_review_seconds", "gauge",
-                 "Age of the oldest REVIEW_REQUIRED event (fleet-wide); 0 when none waits for an operator.");
-        w.sample("outbox_publications_oldest_review_seconds", {}, number(gauges->oldest_review_seconds));
-        w.family("outbox_publications_blocked", "gauge",
-                 "Waiting events held back by an earlier unfinished or REVIEW_REQUIRED event of their aggregate.");
-        w.sample("outbox_publications_blocked", {}, std::to_string(gauges->blocked));
-        w.family("outbox_fleet_hosts", "gauge", "Hosts in the fleet registry, by state (live, stopped, gone).");
-        for (const auto& [state, count] : gauges->fleet_hosts) {
-            w.sample("outbox_fleet_hosts", {{"state", state}}, std::to_string(count));
-        }
-        w.family("outbox_fleet_handler_mismatches", "gauge",
-                 "Event types whose handler sets differ between live hosts (see GET /api/v1/admin/fleet).");
-        w.sample("outbox_fleet_handler_mismatches", {}, std::to_string(gauges->fleet_handler_mismatches));
+/// Fleet-wide gauges, read from the database at this scrape.
+void write_database_gauges(Writer& w, const DbGauges& gauges) {
+    w.family("outbox_publications_backlog", "gauge", "Events not finished (neither COMPLETED nor DISCARDED), by status (fleet-wide, from the database).");
+    for (const auto& [status, count] : gauges.backlog) {
+        w.sample("outbox_publications_backlog", {{"status", status}}, std::to_string(count));
     }
+    w.family("outbox_publications_oldest_delay_seconds", "gauge",
+             "Age of the oldest unfinished event: PENDING, RETRY_WAIT (due or not) or PROCESSING (fleet-wide); "
+             "per handler: of a type it supports and has not consumed.");
+    w.sample("outbox_publications_oldest_delay_seconds", {}, number(gauges.oldest_delay_seconds));
+    for (const auto& [handler, delay] : gauges.handler_oldest_delay_seconds) {
+        w.sample("outbox_publications_oldest_delay_seconds", {{"handler", handler}}, number(delay));
+    }
+    w.family("outbox_handler_paused", "gauge",
+             "1 while the handler is paused fleet-wide (outboxd handlers pause), else 0; this host's handlers "
+             "and every paused one.");
+    for (const auto& [handler, paused] : gauges.handler_paused) {
+        w.sample("outbox_handler_paused", {{"handler", handler}}, paused ? "1" : "0");
+    }
+    w.family("outbox_handler_slots_taken", "gauge",
+             "Fleet concurrency slots (max_concurrency) taken and not expired, by any host; a slot of an "
+             "abandoned call stays taken until the call returns.");
+    for (const auto& [handler, taken] : gauges.handler_slots_taken) {
+        w.sample("outbox_handler_slots_taken", {{"handler", handler}}, std::to_string(taken));
+    }
+    w.family("outbox_publications_oldest_review_seconds", "gauge",
+             "Age of the oldest REVIEW_REQUIRED event (fleet-wide); 0 when none waits for an operator.");
+    w.sample("outbox_publications_oldest_review_seconds", {}, number(gauges.oldest_review_seconds));
+    w.family("outbox_publications_blocked", "gauge",
+             "Waiting events held back by an earlier unfinished or REVIEW_REQUIRED event of their aggregate.");
+    w.sample("outbox_publications_blocked", {}, std::to_string(gauges.blocked));
+    w.family("outbox_fleet_hosts", "gauge", "Hosts in the fleet registry, by state (live, stopped, gone).");
+    for (const auto& [state, count] : gauges.fleet_hosts) {
+        w.sample("outbox_fleet_hosts", {{"state", state}}, std::to_string(count));
+    }
+    w.family("outbox_fleet_handler_mismatches", "gauge",
+             "Event types whose handler sets differ between live hosts (see GET /api/v1/admin/fleet).");
+    w.sample("outbox_fleet_handler_mismatches", {}, std::to_string(gauges.fleet_handler_mismatches));
+}
 
+/// Outcomes and handler calls of this host.
+void write_outcomes_and_calls(Writer& w, const Metrics& metrics) {
     w.family("outbox_publications_processed_total", "counter",
              "Event attempt outcomes stored by this host, expired attempts its rescuer recovered (worker_lost) and "
              "events discarded through its admin API.");
@@ -153,6 +147,10 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
         w.sample("outbox_handler_duration_seconds_count", {{"handler", handler}}, histogram.count);
     }
 
+}
+
+/// This host's single-valued gauges and counters.
+void write_host_counters(Writer& w, const Metrics& metrics) {
     w.family("outbox_handler_abandoned_threads", "gauge",
              "Handler threads abandoned past their deadline plus outbox.abandon_grace that have not returned.");
     w.sample("outbox_handler_abandoned_threads", {}, static_cast<std::uint64_t>(std::max(0, metrics.abandoned_threads())));
@@ -176,6 +174,20 @@ std::string render_prometheus(const Metrics& metrics, const std::optional<DbGaug
     w.family("outbox_telemetry_spans_dropped_total", "counter",
              "Spans dropped: the export queue was full, or the OTLP endpoint did not take their batch.");
     w.sample("outbox_telemetry_spans_dropped_total", {}, metrics.telemetry_spans_dropped());
+}
+
+}  // namespace
+
+std::string render_prometheus(const Metrics& metrics, const std::optional<DbGauges>& gauges, const HostInfo& host) {
+    Writer w;
+    w.family("outbox_host_info", "gauge", "This outboxd host: its host_id (lease_owner) and version.");
+    w.sample("outbox_host_info", {{"host_id", host.host_id}, {"version", host.version}}, "1");
+
+    w.family("outbox_database_up", "gauge", "1 when this scrape's database query succeeded (the DB gauges below are present).");
+    w.sample("outbox_database_up", {}, gauges ? "1" : "0");
+    if (gauges) write_database_gauges(w, *gauges);
+    write_outcomes_and_calls(w, metrics);
+    write_host_counters(w, metrics);
     return w.take();
 }
 
