@@ -1,6 +1,7 @@
 #include "app/host.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <pqxx/pqxx>
 
@@ -10,6 +11,7 @@
 #include "db/db_error.hpp"
 #include "db/db_session.hpp"
 #include "db/migrator.hpp"
+#include "db/perform.hpp"
 #include "db/role_rights.hpp"
 #include "fleet/fleet_registry.hpp"
 #include "lease/lease_store.hpp"
@@ -143,28 +145,44 @@ std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& conf
     const auto deadline = std::chrono::steady_clock::now() + config.database.startup_timeout;
     db::ReconnectBackoff backoff;
     bool said = false;
-    while (true) {
-        try {
-            auto conn = db::open_connection(url.value_or(config.database.url));
-            if (said) log::info("the database is reachable; starting");
-            return conn;
-        } catch (const std::invalid_argument& e) {
-            throw StartError(2, std::string("config error: ") + e.what());
-        } catch (...) {
-            const std::string problem = db::classify_db_error(std::current_exception()).describe();
-            if (std::chrono::steady_clock::now() >= deadline) {
-                throw StartError(1, "cannot reach the database at start-up" +
-                                        std::string(said ? " within database.startup_timeout" : "") + ": " + problem +
-                                        "; check database.url / OUTBOX_DATABASE_URL");
-            }
+    bool bad_url = false;
+    bool stopped = false;
+    std::string problem;
+    // Start-up waits for the database: any failure but a malformed URL is tried again after
+    // a backoff until database.startup_timeout, saying so once.
+    const db::RetryPolicy wait_for_the_database{
+        std::numeric_limits<int>::max(), [&](const db::DbFailure& failure) {
+            problem = failure.describe();
+            if (bad_url || std::chrono::steady_clock::now() >= deadline) return false;
             if (!said) {
                 log::warn("waiting for the database (" + problem + "); retrying for up to database.startup_timeout (" +
                           std::to_string(config.database.startup_timeout.count() / 1000) + "s)");
                 said = true;
             }
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            if (!db::sleep_for(std::clamp(backoff.next(), std::chrono::milliseconds{0}, left), stop)) return nullptr;
-        }
+            stopped = !db::sleep_for(std::clamp(backoff.next(), std::chrono::milliseconds{0}, left), stop);
+            return !stopped;
+        }};
+    try {
+        auto conn = db::perform(
+            [&] {
+                try {
+                    return db::open_connection(url.value_or(config.database.url));
+                } catch (const std::invalid_argument&) {
+                    bad_url = true;
+                    throw;
+                }
+            },
+            wait_for_the_database);
+        if (said) log::info("the database is reachable; starting");
+        return conn;
+    } catch (const std::invalid_argument& e) {
+        throw StartError(2, std::string("config error: ") + e.what());
+    } catch (...) {
+        if (stopped) return nullptr;
+        throw StartError(1, "cannot reach the database at start-up" +
+                                std::string(said ? " within database.startup_timeout" : "") + ": " + problem +
+                                "; check database.url / OUTBOX_DATABASE_URL");
     }
 }
 

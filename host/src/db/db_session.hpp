@@ -14,6 +14,7 @@
 #include "db/connect.hpp"
 #include "db/db_error.hpp"
 #include "db/outage_log.hpp"
+#include "db/perform.hpp"
 #include "log/log.hpp"
 
 namespace outbox::db {
@@ -60,74 +61,85 @@ public:
     /// already waited its backoff, unless stopped).
     template <class Work>
     bool run(Work&& work, std::stop_token stop, std::optional<std::chrono::milliseconds> bound = std::nullopt) {
-        const bool reused = conn_ && conn_->is_open();
+        bool reused = false;
         bool unanswered = false;
+        int runs = 0;
+        // A connection left idle across a server restart breaks on first use once the server
+        // is back: not an outage. The work runs again at once on a new connection (so at most
+        // once); only that run's failure counts.
+        const RetryPolicy bookkeeping{2, [&](const DbFailure& failure) {
+                                          return failure.kind == DbFailureKind::ConnectionBroken && reused && !unanswered;
+                                      }};
         try {
-            const ConnectionSettings settings = connection_settings();
-            if (!conn_ || !conn_->is_open()) {
-                connected_at_ = std::chrono::steady_clock::now();
-                conn_ = open_connection(url_);
-                // Behind a transaction-mode pooler a session SET would stick to whichever
-                // server connection ran it: the lease statements set them per transaction
-                // instead (exec_statement).
-                if (!settings.transaction_pooled) {
-                    CallGuard guard(*conn_);
-                    // The server gives up on a statement before the host's own guard fires, so
-                    // a slow statement is reported as a timeout and keeps its connection.
-                    pqxx::nontransaction(*conn_).exec(std::string(kSessionSettings) + "; " +
-                                                      statement_timeout_sql(settings, "SET"));
-                }
-            }
-            {
-                CallGuard guard(*conn_, std::chrono::steady_clock::now() + bound.value_or(settings.call_timeout));
-                try {
-                    work(*conn_);
-                } catch (...) {
-                    unanswered = guard.fired();
-                    throw;
-                }
-            }
+            perform(
+                [&] {
+                    if (runs++ > 0) conn_.reset();
+                    reused = conn_ && conn_->is_open();
+                    unanswered = false;
+                    run_once(work, bound, unanswered);
+                },
+                bookkeeping);
             outage_.succeeded(connected_at_);
             backoff_.reset();
             return true;
         } catch (...) {
-            const DbFailure failure = classify_db_error(std::current_exception());
-            if (unanswered) {
-                // The server (or something in between) stopped answering: an outage, and a
-                // new connection is not tried at once.
-                conn_.reset();
-                outage_.failed(component_, DbFailure{DbFailureKind::ConnectionBroken, {}, "no answer within database.call_timeout"});
-                sleep_for(backoff_.next(), stop);
-                return false;
-            }
-            if (failure.kind == DbFailureKind::Timeout) {
-                log::warn(component_ + ": " + failure.describe() + "; retrying");
-                sleep_for(backoff_.next(), stop);
-                return false;
-            }
-            if (failure.kind == DbFailureKind::ConnectionBroken && reused) {
-                // A connection left idle across a server restart breaks on first use once the
-                // server is back: not an outage. Retry at once on a new connection (no longer
-                // `reused`, so at most once); only its failure counts.
-                conn_.reset();
-                return run(std::forward<Work>(work), stop, bound);
-            }
-            if (failure.kind == DbFailureKind::ConnectionBroken || failure.kind == DbFailureKind::InDoubt) {
-                conn_.reset();
-                outage_.failed(component_, failure);
-            } else if (failure.kind == DbFailureKind::Conflict) {
-                return false;  // retry the unit of work at once
-            } else {
-                // An SQL error here is a bug or a schema problem; say so, then back off.
-                log::error(component_ + " failed: " + failure.describe());
-                conn_.reset();
-            }
-            sleep_for(backoff_.next(), stop);
+            back_off(classify_db_error(std::current_exception()), unanswered, stop);
             return false;
         }
     }
 
 private:
+    /// One run of `work` on the session's connection (opened first when there is none).
+    template <class Work>
+    void run_once(Work& work, std::optional<std::chrono::milliseconds> bound, bool& unanswered) {
+        const ConnectionSettings settings = connection_settings();
+        if (!conn_ || !conn_->is_open()) {
+            connected_at_ = std::chrono::steady_clock::now();
+            conn_ = open_connection(url_);
+            // Behind a transaction-mode pooler a session SET would stick to whichever server
+            // connection ran it: the lease statements set them per transaction instead
+            // (exec_statement).
+            if (!settings.transaction_pooled) {
+                CallGuard guard(*conn_);
+                // The server gives up on a statement before the host's own guard fires, so a
+                // slow statement is reported as a timeout and keeps its connection.
+                pqxx::nontransaction(*conn_).exec(std::string(kSessionSettings) + "; " +
+                                                  statement_timeout_sql(settings, "SET"));
+            }
+        }
+        CallGuard guard(*conn_, std::chrono::steady_clock::now() + bound.value_or(settings.call_timeout));
+        try {
+            work(*conn_);
+        } catch (...) {
+            unanswered = guard.fired();
+            throw;
+        }
+    }
+
+    /// What a failed unit of work leaves behind: the connection dropped when it cannot be
+    /// trusted, the outage reported once, and the backoff waited (unless stopped); a
+    /// conflict is retried by the caller at once.
+    void back_off(const DbFailure& failure, bool unanswered, std::stop_token stop) {
+        if (unanswered) {
+            // The server (or something in between) stopped answering: an outage, and a new
+            // connection is not tried at once.
+            conn_.reset();
+            outage_.failed(component_, DbFailure{DbFailureKind::ConnectionBroken, {}, "no answer within database.call_timeout"});
+        } else if (failure.kind == DbFailureKind::Timeout) {
+            log::warn(component_ + ": " + failure.describe() + "; retrying");
+        } else if (failure.kind == DbFailureKind::ConnectionBroken || failure.kind == DbFailureKind::InDoubt) {
+            conn_.reset();
+            outage_.failed(component_, failure);
+        } else if (failure.kind == DbFailureKind::Conflict) {
+            return;  // retry the unit of work at once
+        } else {
+            // An SQL error here is a bug or a schema problem; say so, then back off.
+            log::error(component_ + " failed: " + failure.describe());
+            conn_.reset();
+        }
+        sleep_for(backoff_.next(), stop);
+    }
+
     std::string url_;
     std::string component_;
     OutageLog& outage_;

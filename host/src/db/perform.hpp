@@ -8,15 +8,17 @@
 namespace outbox::db {
 
 /// When a failed unit of work is run again: at most `max_runs` runs in all, again only
-/// when `retry` says so for the failure (classified by classify_db_error). An in-doubt
-/// commit is never worth a rerun: re-read instead.
+/// when `retry` says so for the failure (classified by classify_db_error); `retry` may wait
+/// (a backoff) before it answers. An in-doubt commit is never worth a rerun: re-read instead.
+/// The policies: kOperatorTransaction here, DbSession::run's (bookkeeping) and the start-up
+/// connection's (app/host.cpp).
 struct RetryPolicy {
     int max_runs = 1;
     std::function<bool(const DbFailure&)> retry;
 };
 
-/// Runs `work()` and returns its result; a failure `policy` retries runs it again at once,
-/// any other (or the last) propagates unchanged.
+/// Runs `work()` and returns its result; a failure `policy` retries runs it again, any
+/// other (or the last) propagates unchanged.
 template <class Work>
 auto perform(Work&& work, const RetryPolicy& policy) -> decltype(work()) {
     for (int run = 1;; ++run) {
