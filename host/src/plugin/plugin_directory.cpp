@@ -162,28 +162,47 @@ DirectoryChange PluginDirectory::rescan() {
     }
     last_directory_problem_.reset();
 
-    std::map<fs::path, Version> present;
-    std::map<fs::path, std::string> unusable;
-    for (const std::string& entry : entries) {
+    Listing listing = list_entries(dir_fd.get(), entries);
+    report_unusable(std::move(listing.unusable), change);
+    drop_gone(listing.present, change);
+    for (const auto& [name, version] : listing.present) {
+        const auto known = files_.find(name);
+        if (known != files_.end() && known->second.version == version) continue;
+        std::optional<Judged> judged = judge(dir_fd.get(), name, version);
+        if (!judged) continue;  // removed since the listing: seen next rescan
+        if (judged->rejected) change.rejected.push_back(std::move(*judged->rejected));
+        publish(name, std::move(judged->next), change);
+    }
+    std::stable_sort(change.rejected.begin(), change.rejected.end(),
+                     [](const RejectedPlugin& a, const RejectedPlugin& b) { return a.file < b.file; });
+    return change;
+}
+
+PluginDirectory::Listing PluginDirectory::list_entries(int dir_fd, const std::vector<std::string>& names) {
+    Listing listing;
+    for (const std::string& entry : names) {
         const fs::path name(entry);
         if (name.extension() != ".so") continue;
         struct stat st {};
-        if (::fstatat(dir_fd.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            if (errno != ENOENT) unusable[name] = "cannot be read (" + errno_text(errno) + ")";
+        if (::fstatat(dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno != ENOENT) listing.unusable[name] = "cannot be read (" + errno_text(errno) + ")";
             continue;  // ENOENT: removed since the listing
         }
         if (S_ISLNK(st.st_mode)) {
-            unusable[name] = kSymlinkRefused;
+            listing.unusable[name] = kSymlinkRefused;
             continue;
         }
         if (!S_ISREG(st.st_mode)) {
-            unusable[name] = "is not a regular file";
+            listing.unusable[name] = "is not a regular file";
             continue;
         }
-        present[name] = version_of(st);
+        listing.present[name] = version_of(st);
     }
+    return listing;
+}
 
-    // Entries named *.so that are not files: reported once each, until they change.
+/// Entries named *.so that are not files: reported once each, until they change.
+void PluginDirectory::report_unusable(std::map<fs::path, std::string> unusable, DirectoryChange& change) {
     for (const auto& [name, problem] : unusable) {
         const auto known = unusable_.find(name);
         if (known == unusable_.end() || known->second != problem) {
@@ -191,9 +210,11 @@ DirectoryChange PluginDirectory::rescan() {
         }
     }
     unusable_ = std::move(unusable);
+}
 
-    // Files that are gone: their handlers stop being routed to. A name that is now a
-    // symbolic link or other refused entry is a bad new version: the loaded one keeps serving.
+/// Files that are gone: their handlers stop being routed to. A name that is now a symbolic
+/// link or other refused entry is a bad new version: the loaded one keeps serving.
+void PluginDirectory::drop_gone(const std::map<fs::path, Version>& present, DirectoryChange& change) {
     for (auto it = files_.begin(); it != files_.end();) {
         if (present.contains(it->first) || unusable_.contains(it->first)) {
             ++it;
@@ -211,80 +232,83 @@ DirectoryChange PluginDirectory::rescan() {
             if (!entry.plugin) entry.version = Version{};
         }
     }
+}
 
-    for (const auto& [name, version] : present) {
-        const auto known = files_.find(name);
-        if (known != files_.end() && known->second.version == version) continue;
-        const fs::path file = dir_ / name;
-        Entry next{version, std::nullopt};
-        // Owner and mode are judged on the descriptor that is then copied and loaded, so a
-        // file renamed over the name after the check is never the one loaded.
-        const UniqueFd fd(::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-        const int open_error = errno;
-        if (fd.get() < 0 && open_error == ENOENT) continue;  // removed since the listing: seen next rescan
-        struct stat st {};
-        std::optional<std::string> problem;
-        if (fd.get() < 0) {
-            problem = name.string() + ": " + (open_error == ELOOP ? std::string(kSymlinkRefused)
-                                                                  : "cannot be opened (" + errno_text(open_error) + ")");
-        } else if (::fstat(fd.get(), &st) != 0) {
-            problem = name.string() + ": cannot be read (" + errno_text(errno) + ")";
-        } else if (!S_ISREG(st.st_mode)) {
-            problem = name.string() + ": is not a regular file";
+/// Opens, checks and loads one new version of `name`; nullopt when the file was removed
+/// since the listing.
+std::optional<PluginDirectory::Judged> PluginDirectory::judge(int dir_fd, const fs::path& name, const Version& listed) {
+    const fs::path file = dir_ / name;
+    Judged judged{Entry{listed, std::nullopt}, std::nullopt};
+    // Owner and mode are judged on the descriptor that is then copied and loaded, so a
+    // file renamed over the name after the check is never the one loaded.
+    const UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+    const int open_error = errno;
+    if (fd.get() < 0 && open_error == ENOENT) return std::nullopt;
+    struct stat st {};
+    std::optional<std::string> problem;
+    if (fd.get() < 0) {
+        problem = name.string() + ": " + (open_error == ELOOP ? std::string(kSymlinkRefused)
+                                                              : "cannot be opened (" + errno_text(open_error) + ")");
+    } else if (::fstat(fd.get(), &st) != 0) {
+        problem = name.string() + ": cannot be read (" + errno_text(errno) + ")";
+    } else if (!S_ISREG(st.st_mode)) {
+        problem = name.string() + ": is not a regular file";
+    } else {
+        // What was opened is the version being judged, even if the name changed since.
+        judged.next.version = version_of(st);
+        problem = trust_problem(file, st);
+    }
+    if (problem) {
+        judged.rejected = RejectedPlugin{file, *problem};
+        return judged;
+    }
+
+    LoadResult result = loader_.load_open_file(file, fd.get(), configs_);
+    if (auto* rejected = std::get_if<RejectedPlugin>(&result)) {
+        judged.rejected = std::move(*rejected);
+        return judged;
+    }
+    auto& loaded = std::get<LoadedPlugin>(result);
+    const auto owner = std::find_if(files_.begin(), files_.end(), [&](const auto& other) {
+        return other.first != name && other.second.plugin && !loaded.handler_name.empty() &&
+               other.second.plugin->handler_name == loaded.handler_name;
+    });
+    if (owner != files_.end()) {
+        judged.rejected = RejectedPlugin{file, name.string() + ": duplicate handler_name '" + loaded.handler_name +
+                                                   "', already provided by " + (dir_ / owner->first).string() +
+                                                   "; remove one of the two files"};
+    } else {
+        judged.next.plugin = std::move(loaded);
+    }
+    return judged;
+}
+
+/// Puts a judged version in place and records what that changes for routing.
+void PluginDirectory::publish(const fs::path& name, Entry next, DirectoryChange& change) {
+    const auto known = files_.find(name);
+    if (known == files_.end()) {
+        if (next.plugin) change.added.push_back(*next.plugin);
+        files_.emplace(name, std::move(next));
+        return;
+    }
+    Entry& entry = known->second;
+    if (!next.plugin) {
+        // A bad new version: the running one keeps serving; remember the bad version
+        // so it is reported once, not on every rescan.
+        entry.version = next.version;
+        return;
+    }
+    if (entry.plugin) {
+        if (entry.plugin->handler_name == next.plugin->handler_name) {
+            change.replaced.push_back(*next.plugin);
         } else {
-            // What was opened is the version being judged, even if the name changed since.
-            next.version = version_of(st);
-            problem = trust_problem(file, st);
-        }
-        if (problem) {
-            change.rejected.push_back({file, *problem});
-        } else {
-            LoadResult result = loader_.load_open_file(file, fd.get(), configs_);
-            if (auto* rejected = std::get_if<RejectedPlugin>(&result)) {
-                change.rejected.push_back(std::move(*rejected));
-            } else {
-                auto& loaded = std::get<LoadedPlugin>(result);
-                const auto owner = std::find_if(files_.begin(), files_.end(), [&](const auto& other) {
-                    return other.first != name && other.second.plugin && !loaded.handler_name.empty() &&
-                           other.second.plugin->handler_name == loaded.handler_name;
-                });
-                if (owner != files_.end()) {
-                    change.rejected.push_back(
-                        {file, name.string() + ": duplicate handler_name '" + loaded.handler_name +
-                                   "', already provided by " + (dir_ / owner->first).string() +
-                                   "; remove one of the two files"});
-                } else {
-                    next.plugin = std::move(loaded);
-                }
-            }
-        }
-        if (known == files_.end()) {
-            if (next.plugin) change.added.push_back(*next.plugin);
-            files_.emplace(name, std::move(next));
-            continue;
-        }
-        Entry& entry = known->second;
-        if (!next.plugin) {
-            // A bad new version: the running one keeps serving; remember the bad version
-            // so it is reported once, not on every rescan.
-            entry.version = next.version;
-            continue;
-        }
-        if (entry.plugin) {
-            if (entry.plugin->handler_name == next.plugin->handler_name) {
-                change.replaced.push_back(*next.plugin);
-            } else {
-                change.removed.push_back(entry.plugin->handler_name);
-                change.added.push_back(*next.plugin);
-            }
-        } else {
+            change.removed.push_back(entry.plugin->handler_name);
             change.added.push_back(*next.plugin);
         }
-        entry = std::move(next);
+    } else {
+        change.added.push_back(*next.plugin);
     }
-    std::stable_sort(change.rejected.begin(), change.rejected.end(),
-                     [](const RejectedPlugin& a, const RejectedPlugin& b) { return a.file < b.file; });
-    return change;
+    entry = std::move(next);
 }
 
 std::vector<LoadedPlugin> PluginDirectory::current() const {

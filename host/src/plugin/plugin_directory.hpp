@@ -71,9 +71,27 @@ private:
         std::optional<LoadedPlugin> plugin;  // empty when this version was rejected
     };
 
+    /// The *.so entries of one listing: regular files by version, the rest with the reason
+    /// they cannot be plugins.
+    struct Listing {
+        std::map<std::filesystem::path, Version> present;
+        std::map<std::filesystem::path, std::string> unusable;
+    };
+    /// One new version of a file, judged: the entry to keep, and its rejection if it has one.
+    struct Judged {
+        Entry next;
+        std::optional<RejectedPlugin> rejected;
+    };
+
     /// Opens dir_ into `dir_fd` after the trust checks and lists it into `names`; the
     /// problem, when there is one, is the directory's single rejection.
     std::optional<std::string> open_directory(int& dir_fd, std::vector<std::string>& names) const;
+    // The steps of rescan(), in order.
+    static Listing list_entries(int dir_fd, const std::vector<std::string>& names);
+    void report_unusable(std::map<std::filesystem::path, std::string> unusable, DirectoryChange& change);
+    void drop_gone(const std::map<std::filesystem::path, Version>& present, DirectoryChange& change);
+    std::optional<Judged> judge(int dir_fd, const std::filesystem::path& name, const Version& listed);
+    void publish(const std::filesystem::path& name, Entry next, DirectoryChange& change);
 
     std::filesystem::path dir_;
     HandlerConfigs configs_;

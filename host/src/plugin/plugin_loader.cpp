@@ -15,6 +15,7 @@
 #include <system_error>
 #include <typeinfo>
 #include <utility>
+#include <variant>
 #include <vector>  // before the Boost.DLL headers when BOOST_DLL_USE_STD_FS is set
 
 #include <boost/core/demangle.hpp>
@@ -130,23 +131,32 @@ std::optional<std::string> open_private_dir(const fs::path& dir, UniqueFd& out) 
     return std::nullopt;
 }
 
+/// The private copy and what holds it. Resource types neither copy nor move, so a stage
+/// fills one the caller owns. Members are released in reverse: the copy's descriptor, then
+/// its name (unlinked through the directory; an open mapping survives), then the directory.
+struct PrivateCopy {
+    UniqueFd dir{-1};     // the verified private copy directory
+    RemoveOnExit remove;  // the copy's name in `dir`, once it exists
+    CopyFd out;           // the copy, read-write; dlopen reads it as /proc/self/fd/N
+    std::string sha256;   // of exactly the bytes copied
+};
+
 /// Copies the open file `in` (read from offset 0, so the caller's descriptor is the only
-/// source) into a new file in the directory `dir` (a verified descriptor) named
-/// "<n>-<filename>", taking the next n when a name is taken (another loader may share the
-/// directory). Refuses anything but a regular file, so a FIFO or device cannot block or
-/// confuse the copy. Leaves `out` open on the copy (read-write) and sets `name` once the
-/// copy exists.
-std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, int dir, unsigned long long& counter,
-                                               CopyFd& out, std::string& name, std::string& sha256) {
+/// source) into a new file in the verified directory `copy.dir` named "<n>-<filename>",
+/// taking the next n when a name is taken (another loader may share the directory).
+/// Refuses anything but a regular file, so a FIFO or device cannot block or confuse the
+/// copy. Leaves `copy.out` open on the copy and sets `copy.remove.name` once it exists.
+std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, unsigned long long& counter,
+                                               PrivateCopy& copy) {
     struct stat info {};
     if (::fstat(in, &info) != 0) return "cannot stat it: " + errno_text(errno);
     if (!S_ISREG(info.st_mode)) return std::string("not a regular file");
 
-    for (int tries = 0; out.fd < 0; ++tries) {
+    for (int tries = 0; copy.out.fd < 0; ++tries) {
         const std::string candidate = std::to_string(++counter) + "-" + from.filename().string();
-        out.fd = ::openat(dir, candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (out.fd >= 0) {
-            name = candidate;
+        copy.out.fd = ::openat(copy.dir.get(), candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (copy.out.fd >= 0) {
+            copy.remove.name = candidate;
         } else if (errno != EEXIST || tries >= 1000) {
             return "cannot create a private copy: " + errno_text(errno);
         }
@@ -163,21 +173,21 @@ std::optional<std::string> copy_to_private_dir(int in, const fs::path& from, int
         offset += got;
         EVP_DigestUpdate(digest.get(), buffer.data(), static_cast<std::size_t>(got));
         for (ssize_t done = 0; done < got;) {
-            const ssize_t put = ::write(out.fd, buffer.data() + done, static_cast<std::size_t>(got - done));
+            const ssize_t put = ::write(copy.out.fd, buffer.data() + done, static_cast<std::size_t>(got - done));
             if (put < 0 && errno == EINTR) continue;
             if (put < 0) return "cannot write the private copy: " + errno_text(errno);
             done += put;
         }
     }
-    if (::fsync(out.fd) != 0) return "cannot write the private copy: " + errno_text(errno);
+    if (::fsync(copy.out.fd) != 0) return "cannot write the private copy: " + errno_text(errno);
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_length = 0;
     if (EVP_DigestFinal_ex(digest.get(), md, &md_length) != 1) return std::string("cannot finish its SHA-256");
     static constexpr char kHex[] = "0123456789abcdef";
-    sha256.clear();
+    copy.sha256.clear();
     for (unsigned int i = 0; i < md_length; ++i) {
-        sha256 += kHex[md[i] >> 4];
-        sha256 += kHex[md[i] & 0x0f];
+        copy.sha256 += kHex[md[i] >> 4];
+        copy.sha256 += kHex[md[i] & 0x0f];
     }
     return std::nullopt;
 }
@@ -268,30 +278,6 @@ std::optional<std::string> copy_manifest(const void* symbol, outbox_plugin_manif
     return std::nullopt;
 }
 
-struct Construction {
-    std::unique_ptr<sdk::Handler> handler;
-    std::string error;  // the exception's type when the factory threw
-};
-
-Construction construct(Factory* factory, const std::string& config_json) {
-    try {
-        auto handler = factory(config_json);
-        if (!handler) return {nullptr, "the factory returned a null handler"};
-        return {std::move(handler), {}};
-    } catch (...) {
-        return {nullptr, current_exception_type()};
-    }
-}
-
-std::optional<std::string> try_handler_name(const sdk::Handler& handler, std::string& error) {
-    try {
-        return handler.handler_name();
-    } catch (...) {
-        error = current_exception_type();
-        return std::nullopt;
-    }
-}
-
 std::string bounded(const char* text, std::size_t capacity) { return std::string(text, ::strnlen(text, capacity)); }
 
 /// The section of a plugin whose manifest names no handler: the one named like the file
@@ -317,6 +303,182 @@ RejectedPlugin reject(const fs::path& file, const std::string& why) {
     return RejectedPlugin{file, file.filename().string() + ": " + why};
 }
 
+/// Why a stage refused the file: one sentence, which reject() prefixes with the file name.
+struct Refusal {
+    std::string reason;
+};
+
+/// A stage's outcome: what the next stage needs, or why the file is refused.
+template <class T>
+using Staged = std::variant<T, Refusal>;
+
+/// The private copy, created, written and hashed through the verified directory's
+/// descriptor. A file replaced or rewritten in place in the plugin directory then cannot
+/// change code that is already mapped, and no name another user could swap is looked up.
+std::optional<std::string> try_private_copy(const fs::path& configured_dir, const fs::path& file, int in,
+                                            unsigned long long& counter, PrivateCopy& copy) {
+    std::error_code ec;
+    const fs::path private_dir = fs::absolute(configured_dir, ec);
+    if (ec) return "cannot resolve the private copy directory: " + ec.message();
+    if (auto bad = open_private_dir(private_dir, copy.dir)) return bad;
+    copy.remove.dir = copy.dir.get();
+    return copy_to_private_dir(in, file, counter, copy);
+}
+
+/// dlopen (rtld_now) of the copy through its descriptor, as /proc/self/fd/N, so
+/// the bytes mapped are the ones copied and checked.
+Staged<boost::dll::shared_library> try_open(const CopyFd& copy) {
+    const std::string loaded_as = "/proc/self/fd/" + std::to_string(copy.fd);
+    boost::dll::shared_library library;
+    std::error_code ec;
+    library.load(fs::path(loaded_as), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+    if (ec || !library.is_loaded()) return Refusal{"not a loadable shared library: " + load_error_text(loaded_as)};
+    return library;
+}
+
+/// Plain C data first; no C++ symbol is touched until the ABI is known to match.
+Staged<outbox_plugin_manifest_t> try_read_manifest(const boost::dll::shared_library& library) {
+    if (!library.has(OUTBOX_MANIFEST_SYMBOL)) {
+        return Refusal{"no " OUTBOX_MANIFEST_SYMBOL " symbol: not an outboxd plugin; build it with "
+                       "OUTBOX_PLUGIN(YourHandler) from the outboxd SDK"};
+    }
+    outbox_plugin_manifest_t manifest{};
+    if (auto bad = copy_manifest(&library.get<const unsigned char>(OUTBOX_MANIFEST_SYMBOL), manifest)) {
+        return Refusal{*bad};
+    }
+    return manifest;
+}
+
+Staged<Factory*> try_factory(const boost::dll::shared_library& library) {
+    if (!library.has(OUTBOX_FACTORY_SYMBOL)) {
+        return Refusal{"no " OUTBOX_FACTORY_SYMBOL " symbol (the manifest alone is not a plugin); "
+                       "build it with OUTBOX_PLUGIN(YourHandler)"};
+    }
+    // The symbol is a variable holding the factory's address (a Boost.DLL alias); read it as
+    // a pointer rather than through get_alias so that a null one is refused, not called.
+    Factory* const factory = library.get<Factory*>(OUTBOX_FACTORY_SYMBOL);
+    if (factory == nullptr) return Refusal{OUTBOX_FACTORY_SYMBOL " is a null pointer; build it with OUTBOX_PLUGIN()"};
+    return factory;
+}
+
+constexpr const char* kUnnamedHint =
+    "; its manifest names no handler (built with the one-argument OUTBOX_PLUGIN or SDK 1.0), so its section is "
+    "found by the file name: rebuild with OUTBOX_PLUGIN(Class, \"name\") or name the file lib<name>.so ('_' for '-' is accepted)";
+
+/// The one config section a handler is constructed with.
+struct Section {
+    std::string promised;             // the manifest's handler name; empty when it names none
+    std::optional<std::string> name;  // the handlers.<name> section used, when the config has it
+    std::string config_json;          // that section, or "{}"
+    std::string given;                // how messages name what the constructor was given
+};
+
+/// The section named by the manifest (OUTBOX_PLUGIN(Class, "name")), or for a
+/// manifest without a name (the one-argument macro, SDK 1.0) by the file's name. No other
+/// section is ever tried.
+Staged<Section> try_choose_section(const outbox_plugin_manifest_t& manifest, const fs::path& file,
+                                   const HandlerConfigs& configs) {
+    Section section;
+    section.promised = bounded(manifest.handler_name, sizeof manifest.handler_name);
+    if (!section.promised.empty()) {
+        if (!core::is_handler_name(section.promised)) {
+            return Refusal{"the manifest's handler name '" + shown(section.promised) +
+                           "' is invalid; rebuild with OUTBOX_PLUGIN(Class, \"name\") from the outboxd SDK"};
+        }
+        if (configs.contains(section.promised)) section.name = section.promised;
+    } else {
+        section.name = section_by_file_name(file, configs);
+    }
+    section.config_json = section.name ? configs.at(*section.name) : std::string("{}");
+    section.given = section.name ? "its section handlers." + shown(*section.name) + ".config"
+                                 : std::string("config {} (no handlers.<name>.config section)");
+    return section;
+}
+
+/// `plugins check` without a config file: a handler that needs its section is not an error
+/// there; it is reported without event types.
+struct LeftUnconstructed {};
+
+/// The factory is called exactly once, with the chosen section.
+std::variant<std::unique_ptr<sdk::Handler>, LeftUnconstructed, Refusal> try_construct(Factory* factory,
+                                                                                      const Section& section,
+                                                                                      bool config_optional) {
+    std::string error;  // the exception's type when the factory threw
+    try {
+        auto handler = factory(section.config_json);
+        if (handler) return handler;
+        error = "the factory returned a null handler";
+    } catch (...) {
+        error = current_exception_type();
+    }
+    if (!section.name && config_optional) return LeftUnconstructed{};
+    return Refusal{"constructor threw an exception (" + error + ") with " + section.given +
+                   (section.promised.empty() ? kUnnamedHint : "")};
+}
+
+/// The name the handler gives itself, which must be the one its section was chosen by.
+Staged<std::string> try_handler_name(const sdk::Handler& handler, const Section& section,
+                                     const HandlerConfigs& configs) {
+    std::string name;
+    try {
+        name = handler.handler_name();
+    } catch (...) {
+        return Refusal{"handler_name() threw an exception (" + current_exception_type() + ")"};
+    }
+    const std::string& promised = section.promised;
+    if (!promised.empty() && name != promised) {
+        return Refusal{"OUTBOX_PLUGIN names the handler '" + shown(promised) + "' but handler_name() returns '" +
+                       shown(name) + "'; make them the same"};
+    }
+    if (promised.empty() && section.name && name != *section.name) {
+        return Refusal{"constructed with handlers." + shown(*section.name) +
+                       ".config (chosen by the file name) but handler_name() returns '" + shown(name) +
+                       "'; rename the file or rebuild with OUTBOX_PLUGIN(Class, \"" + shown(name) + "\")"};
+    }
+    if (promised.empty() && !section.name) {
+        const auto own = configs.find(name);
+        if (own != configs.end() && own->second != "{}") {
+            return Refusal{"handler '" + shown(name) + "' has a handlers." + shown(name) +
+                           ".config section but was constructed with {}" + kUnnamedHint};
+        }
+    }
+    if (!core::is_handler_name(name)) {
+        return Refusal{"handler_name '" + shown(name) +
+                       "' is invalid: use 1-100 characters of a-z, 0-9, '.', '_', '-', starting with a "
+                       "letter or digit"};
+    }
+    return name;
+}
+
+/// The event types the handler declares, valid and without duplicates.
+Staged<std::vector<std::string>> try_event_types(const sdk::Handler& handler, const std::string& name) {
+    std::vector<std::string> event_types;
+    try {
+        event_types = handler.event_types();
+    } catch (...) {
+        return Refusal{"event_types() of handler '" + name + "' threw an exception (" + current_exception_type() + ")"};
+    }
+    if (event_types.empty()) return Refusal{"handler '" + name + "' declares no event types"};
+    std::set<std::string> seen;
+    std::vector<std::string> unique_types;
+    for (auto& type : event_types) {
+        if (!core::is_event_type(type)) {
+            return Refusal{"handler '" + name + "' declares an invalid event type '" + shown(type) +
+                           "': use 1-100 letters and digits starting with an upper-case letter"};
+        }
+        // A duplicate would otherwise make a dispatcher run the handler twice per event.
+        if (seen.insert(type).second) unique_types.push_back(std::move(type));
+    }
+    return unique_types;
+}
+
+/// The handler's shared_ptr owns the library and the copy's descriptor from here on.
+std::shared_ptr<sdk::Handler> share(std::unique_ptr<sdk::Handler> handler, boost::dll::shared_library& library,
+                                    CopyFd& copy) {
+    sdk::Handler* raw = handler.release();
+    return std::shared_ptr<sdk::Handler>(raw, DeleteThenUnload{std::move(library), std::exchange(copy.fd, -1)});
+}
+
 }  // namespace
 
 PluginLoader::PluginLoader(std::filesystem::path private_dir, LoaderOptions options)
@@ -332,137 +494,42 @@ LoadResult PluginLoader::load_file(const std::filesystem::path& file, const Hand
 }
 
 LoadResult PluginLoader::load_open_file(const std::filesystem::path& file, int fd, const HandlerConfigs& configs) try {
-    std::error_code ec;
-    const fs::path private_dir = fs::absolute(private_dir_, ec);
-    if (ec) return reject(file, "cannot resolve the private copy directory: " + ec.message());
-    UniqueFd dir(-1);
-    if (auto bad = open_private_dir(private_dir, dir)) return reject(file, *bad);
+    // Declaration order is the lifetime rule: the library is declared after the copy, so it
+    // is unloaded before the copy's descriptor is released, and every plugin object after
+    // the library, so it is destroyed while the library's code is still mapped.
+    PrivateCopy copy;
+    if (auto bad = try_private_copy(private_dir_, file, fd, copies_, copy)) return reject(file, *bad);
+    if (auto bad = check_elf_extent(copy.out)) return reject(file, "not a loadable shared library: " + *bad);
+    auto opened = try_open(copy.out);
+    if (const auto* bad = std::get_if<Refusal>(&opened)) return reject(file, bad->reason);
+    auto& library = std::get<boost::dll::shared_library>(opened);
 
-    // Load a private copy: a file replaced or rewritten in place in the plugin directory
-    // then cannot change code that is already mapped. It is created, checked and loaded
-    // through descriptors only (dlopen reads /proc/self/fd/N), so no name another user
-    // could swap is ever looked up.
-    RemoveOnExit copy{dir.get(), {}};
-    CopyFd copy_fd;
-    std::string sha256;
-    if (auto bad = copy_to_private_dir(fd, file, dir.get(), copies_, copy_fd, copy.name, sha256)) {
-        return reject(file, *bad);
-    }
-
-    // Declared before every plugin object so it is destroyed after them.
-    boost::dll::shared_library library;
-    if (auto bad = check_elf_extent(copy_fd)) return reject(file, "not a loadable shared library: " + *bad);
-    const std::string loaded_as = "/proc/self/fd/" + std::to_string(copy_fd.fd);
-    library.load(fs::path(loaded_as), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
-    if (ec || !library.is_loaded()) {
-        return reject(file, "not a loadable shared library: " + load_error_text(loaded_as));
-    }
-
-    // Plain C data first; no C++ symbol is touched until the ABI is known to match.
-    if (!library.has(OUTBOX_MANIFEST_SYMBOL)) {
-        return reject(file, "no " OUTBOX_MANIFEST_SYMBOL " symbol: not an outboxd plugin; build it with "
-                            "OUTBOX_PLUGIN(YourHandler) from the outboxd SDK");
-    }
-    outbox_plugin_manifest_t manifest{};
-    if (auto bad = copy_manifest(&library.get<const unsigned char>(OUTBOX_MANIFEST_SYMBOL), manifest)) {
-        return reject(file, *bad);
-    }
+    const auto read = try_read_manifest(library);
+    if (const auto* bad = std::get_if<Refusal>(&read)) return reject(file, bad->reason);
+    const auto& manifest = std::get<outbox_plugin_manifest_t>(read);
     const core::AbiVerdict verdict = core::check_abi(manifest, core::host_manifest());
     if (!verdict.compatible) return reject(file, verdict.reason);
     const std::string abi = core::describe_abi(manifest);
+    const auto resolved = try_factory(library);
+    if (const auto* bad = std::get_if<Refusal>(&resolved)) return reject(file, bad->reason);
 
-    if (!library.has(OUTBOX_FACTORY_SYMBOL)) {
-        return reject(file, "no " OUTBOX_FACTORY_SYMBOL " symbol (the manifest alone is not a plugin); "
-                            "build it with OUTBOX_PLUGIN(YourHandler)");
+    const auto chosen = try_choose_section(manifest, file, configs);
+    if (const auto* bad = std::get_if<Refusal>(&chosen)) return reject(file, bad->reason);
+    const auto& section = std::get<Section>(chosen);
+    auto made = try_construct(std::get<Factory*>(resolved), section, options_.config_optional);
+    if (const auto* bad = std::get_if<Refusal>(&made)) return reject(file, bad->reason);
+    if (std::holds_alternative<LeftUnconstructed>(made)) {
+        return LoadedPlugin{file, section.promised, {}, abi, nullptr, copy.sha256};
     }
-    // The symbol is a variable holding the factory's address (a Boost.DLL alias); read it as
-    // a pointer rather than through get_alias so that a null one is refused, not called.
-    Factory* const factory = library.get<Factory*>(OUTBOX_FACTORY_SYMBOL);
-    if (factory == nullptr) {
-        return reject(file, OUTBOX_FACTORY_SYMBOL " is a null pointer; build it with OUTBOX_PLUGIN()");
-    }
+    auto& handler = std::get<std::unique_ptr<sdk::Handler>>(made);
+    auto named = try_handler_name(*handler, section, configs);
+    if (const auto* bad = std::get_if<Refusal>(&named)) return reject(file, bad->reason);
+    auto& name = std::get<std::string>(named);
+    auto declared = try_event_types(*handler, name);
+    if (const auto* bad = std::get_if<Refusal>(&declared)) return reject(file, bad->reason);
 
-    // Constructed exactly once, with the one section that is this handler's: named by the
-    // manifest (OUTBOX_PLUGIN(Class, "name")), or for a manifest without a name (the
-    // one-argument macro, SDK 1.0) by the file's name. No other section is ever tried.
-    const std::string promised = bounded(manifest.handler_name, sizeof manifest.handler_name);
-    std::optional<std::string> section_name;
-    if (!promised.empty()) {
-        if (!core::is_handler_name(promised)) {
-            return reject(file, "the manifest's handler name '" + shown(promised) +
-                                    "' is invalid; rebuild with OUTBOX_PLUGIN(Class, \"name\") from the outboxd SDK");
-        }
-        if (configs.contains(promised)) section_name = promised;
-    } else {
-        section_name = section_by_file_name(file, configs);
-    }
-    const std::string config_json = section_name ? configs.at(*section_name) : std::string("{}");
-    const std::string given = section_name ? "its section handlers." + shown(*section_name) + ".config"
-                                           : std::string("config {} (no handlers.<name>.config section)");
-    const std::string unnamed_hint =
-        "; its manifest names no handler (built with the one-argument OUTBOX_PLUGIN or SDK 1.0), so its section is "
-        "found by the file name: rebuild with OUTBOX_PLUGIN(Class, \"name\") or name the file lib<name>.so ('_' for '-' is accepted)";
-
-    Construction made = construct(factory, config_json);
-    if (!made.handler) {
-        if (!section_name && options_.config_optional) {
-            // `plugins check` without a config file: a handler that needs its section is
-            // not an error there; it is reported without event types.
-            return LoadedPlugin{file, promised, {}, abi, nullptr, sha256};
-        }
-        return reject(file, "constructor threw an exception (" + made.error + ") with " + given +
-                                (promised.empty() ? unnamed_hint : std::string()));
-    }
-    std::unique_ptr<sdk::Handler> handler = std::move(made.handler);
-    std::string error;
-    const auto said = try_handler_name(*handler, error);
-    if (!said) return reject(file, "handler_name() threw an exception (" + error + ")");
-    std::string name = *said;
-    if (!promised.empty() && name != promised) {
-        return reject(file, "OUTBOX_PLUGIN names the handler '" + shown(promised) + "' but handler_name() returns '" +
-                                shown(name) + "'; make them the same");
-    }
-    if (promised.empty() && section_name && name != *section_name) {
-        return reject(file, "constructed with handlers." + shown(*section_name) +
-                                ".config (chosen by the file name) but handler_name() returns '" + shown(name) +
-                                "'; rename the file or rebuild with OUTBOX_PLUGIN(Class, \"" + shown(name) + "\")");
-    }
-    if (promised.empty() && !section_name) {
-        const auto own = configs.find(name);
-        if (own != configs.end() && own->second != "{}") {
-            return reject(file, "handler '" + shown(name) + "' has a handlers." + shown(name) +
-                                    ".config section but was constructed with {}" + unnamed_hint);
-        }
-    }
-
-    if (!core::is_handler_name(name)) {
-        return reject(file, "handler_name '" + shown(name) +
-                                "' is invalid: use 1-100 characters of a-z, 0-9, '.', '_', '-', starting with a "
-                                "letter or digit");
-    }
-    std::vector<std::string> event_types;
-    try {
-        event_types = handler->event_types();
-    } catch (...) {
-        return reject(file, "event_types() of handler '" + name + "' threw an exception (" +
-                                current_exception_type() + ")");
-    }
-    if (event_types.empty()) return reject(file, "handler '" + name + "' declares no event types");
-    std::set<std::string> seen;
-    std::vector<std::string> unique_types;
-    for (auto& type : event_types) {
-        if (!core::is_event_type(type)) {
-            return reject(file, "handler '" + name + "' declares an invalid event type '" + shown(type) +
-                                    "': use 1-100 letters and digits starting with an upper-case letter");
-        }
-        // A duplicate would otherwise make a dispatcher run the handler twice per event.
-        if (seen.insert(type).second) unique_types.push_back(std::move(type));
-    }
-
-    sdk::Handler* raw = handler.release();
-    return LoadedPlugin{file, std::move(name), std::move(unique_types), abi,
-                        std::shared_ptr<sdk::Handler>(raw, DeleteThenUnload{std::move(library), std::exchange(copy_fd.fd, -1)}),
-                        std::move(sha256)};
+    return LoadedPlugin{file, std::move(name), std::move(std::get<std::vector<std::string>>(declared)), abi,
+                        share(std::move(handler), library, copy.out), std::move(copy.sha256)};
 } catch (...) {
     // Only host-side failures (allocation, filesystem) get here; plugin calls catch their own.
     return reject(file, "unexpected error while loading (" + current_exception_type() + ")");
