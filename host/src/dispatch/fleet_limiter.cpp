@@ -316,46 +316,23 @@ void FleetLimiter::release(std::uint64_t id) noexcept {
     }
 }
 
-// Renewals and releases go over the path slots are taken on (database.url); session_url
-// carries only the LISTEN for releases. A path that takes slots but cannot renew them would
-// let every slot expire under its running call and be taken again, so the fleet could run
-// many times max_concurrency calls (correctness review F3). While renewals fail, this host
-// takes no new slot (take_slot), and LISTEN failing only costs the fallback poll.
-void FleetLimiter::renew_loop(std::stop_token stop) {
-    const auto renew = [&](pqxx::connection& conn) {
-        SlotBatch releasing, renewing;
-        {
-            std::lock_guard lock(mutex_);
-            for (const auto& [id, held] : held_) (held.releasing ? releasing : renewing).add(id, held.handler, held.slot, held.token);
-        }
-        if (!releasing.empty()) {
-            run_batch(conn, kReleaseSlotsSql, releasing);
-            std::lock_guard lock(mutex_);
-            for (const auto id : releasing.ids) held_.erase(id);
-        }
-        if (renewing.empty()) return true;
-        pqxx::nontransaction tx(conn);
-        const pqxx::result rows = tx.exec_params(kRenewSlotsSql, db::pg_array(renewing.handlers), db::pg_array(renewing.slots),
-                                                 db::pg_array(renewing.tokens), static_cast<long long>(options_.slot_ttl.count()));
-        std::set<std::string> kept;
-        for (const auto& row : rows) kept.insert(row[0].c_str());
-        std::lock_guard lock(mutex_);
-        for (std::size_t i = 0; i < renewing.ids.size(); ++i) {
-            if (kept.count(renewing.tokens[i]) != 0) continue;
-            const auto it = held_.find(renewing.ids[i]);
-            if (it == held_.end() || it->second.releasing) continue;  // its call ended meanwhile
-            // Out of reach for longer than the slot's expiry: another host may have taken it,
-            // and the fleet may run one call too many until this one ends.
-            log::warn("fleet concurrency slot expired while its call was running", {.handler = it->second.handler, .code = "SLOT_LOST"});
-            held_.erase(it);
-        }
-        return true;
-    };
-    const std::optional<std::string> listen = listen_url(url_, options_.session_url);
+// What the renewer's loop carries from one pass to the next: the LISTEN for freed slots
+// and when to renew, listen again or check the LISTEN connection.
+struct FleetLimiter::RenewLoop {
+    explicit RenewLoop(std::optional<std::string> listen_url) : listen(std::move(listen_url)) {}
+
+    const std::optional<std::string> listen;
     // Declared in this order so the receiver (its UNLISTEN) goes before its connection.
     std::unique_ptr<pqxx::connection> listening;
     std::optional<Receiver> receiver;
-    const auto stop_listening = [&] {
+    db::ReconnectBackoff listen_backoff;
+    std::chrono::steady_clock::time_point listening_since{};
+    std::chrono::steady_clock::time_point next_listen = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point next_renewal = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point next_listen_check = std::chrono::steady_clock::now() + kListenCheck;
+    bool renewals_failed = false;
+
+    void stop_listening() {
         if (listening) {
             try {
                 const db::CallGuard guard(*listening, std::chrono::steady_clock::now() + std::chrono::seconds{1});
@@ -366,96 +343,137 @@ void FleetLimiter::renew_loop(std::stop_token stop) {
         }
         receiver.reset();
         listening.reset();
-    };
-    db::ReconnectBackoff listen_backoff;
-    std::chrono::steady_clock::time_point listening_since{};
-    auto next_listen = std::chrono::steady_clock::now();
-    auto next_renewal = std::chrono::steady_clock::now();
-    auto next_listen_check = std::chrono::steady_clock::now() + kListenCheck;
-    bool renewals_failed = false;
+    }
+
+    void listen_again_later() {
+        stop_listening();
+        next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
+    }
+};
+
+// Renewals and releases go over the path slots are taken on (database.url); session_url
+// carries only the LISTEN for releases. A path that takes slots but cannot renew them would
+// let every slot expire under its running call and be taken again, so the fleet could run
+// many times max_concurrency calls (correctness review F3). While renewals fail, this host
+// takes no new slot (take_slot), and LISTEN failing only costs the fallback poll.
+void FleetLimiter::renew_loop(std::stop_token stop) {
+    RenewLoop loop(listen_url(url_, options_.session_url));
     while (!stop.stop_requested()) {
         const auto now = std::chrono::steady_clock::now();
-        if (listen && !listening && now >= next_listen) {
-            try {
-                listening_since = std::chrono::steady_clock::now();
-                listening = open_limiter_connection(*listen);
-                // Bounds LISTEN: a silent server holds nothing.
-                {
-                    const db::CallGuard guard(*listening);
-                    receiver.emplace(*listening, *this);
-                    listening->get_notifs();  // sends LISTEN
-                }
-                // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.
-                if (!listening->is_open()) throw pqxx::broken_connection("LISTEN got no answer");
-                outage_.succeeded(listening_since);
-                listen_backoff.reset();
-                std::vector<std::string> handlers;
-                {
-                    std::lock_guard lock(mutex_);
-                    for (const auto& [handler, count] : releases_) handlers.push_back(handler);
-                }
-                for (const auto& handler : handlers) note_released(handler);
-            } catch (...) {
-                outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
-                stop_listening();
-                next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
-            }
-        }
-        if (now >= next_renewal) {
-            bool renewed = false;
-            if (listening && *listen == url_) {
-                // Without a session_url both paths are database.url: the LISTEN connection renews,
-                // as it always did, and the host keeps one connection fewer.
-                try {
-                    const db::CallGuard guard(*listening);
-                    renewed = renew(*listening);
-                    outage_.succeeded(listening_since);
-                } catch (...) {
-                    outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
-                    stop_listening();
-                    next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
-                }
-            } else {
-                renewed = with_connection(renew).has_value();
-            }
-            renewals_ok_ = renewed;
-            if (renewed && renewals_failed) {
-                // Releases announced while the path was down were missed: waiters look again.
-                std::vector<std::string> handlers;
-                {
-                    std::lock_guard lock(mutex_);
-                    for (const auto& [handler, count] : releases_) handlers.push_back(handler);
-                }
-                for (const auto& handler : handlers) note_released(handler);
-            }
-            renewals_failed = !renewed;
-            // A failed renewal is retried sooner: a short blip must not cost the slots.
-            next_renewal = std::chrono::steady_clock::now() + (renewed ? options_.renew_interval : options_.renew_interval / 4);
-        }
-        if (listening && now >= next_listen_check) {
-            // A LISTEN whose path went silent would never hear another release: one guarded
-            // round trip now and then finds out.
-            try {
-                const db::CallGuard guard(*listening);
-                pqxx::nontransaction(*listening).exec("SELECT 1");
-            } catch (...) {
-                stop_listening();
-                next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
-            }
-            next_listen_check = std::chrono::steady_clock::now() + kListenCheck;
-        }
-        if (listening) {
-            try {
-                listening->await_notification(0, 200'000);
-            } catch (...) {
-                stop_listening();
-                next_listen = std::chrono::steady_clock::now() + listen_backoff.next();
-            }
-        } else {
-            db::sleep_for(std::chrono::milliseconds{200}, stop);
-        }
+        if (loop.listen && !loop.listening && now >= loop.next_listen) start_listening(loop);
+        if (now >= loop.next_renewal) renew(loop);
+        if (loop.listening && now >= loop.next_listen_check) check_listening(loop);
+        await_releases(loop, stop);
     }
-    stop_listening();
+    loop.stop_listening();
+}
+
+void FleetLimiter::start_listening(RenewLoop& loop) {
+    try {
+        loop.listening_since = std::chrono::steady_clock::now();
+        loop.listening = open_limiter_connection(*loop.listen);
+        // Bounds LISTEN: a silent server holds nothing.
+        {
+            const db::CallGuard guard(*loop.listening);
+            loop.receiver.emplace(*loop.listening, *this);
+            loop.listening->get_notifs();  // sends LISTEN
+        }
+        // libpqxx swallows a failed LISTEN: a connection the guard closed is not a recovery.
+        if (!loop.listening->is_open()) throw pqxx::broken_connection("LISTEN got no answer");
+        outage_.succeeded(loop.listening_since);
+        loop.listen_backoff.reset();
+        renotify_waiters();
+    } catch (...) {
+        outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
+        loop.listen_again_later();
+    }
+}
+
+void FleetLimiter::renew(RenewLoop& loop) {
+    bool renewed = false;
+    if (loop.listening && *loop.listen == url_) {
+        // Without a session_url both paths are database.url: the LISTEN connection renews,
+        // as it always did, and the host keeps one connection fewer.
+        try {
+            const db::CallGuard guard(*loop.listening);
+            renewed = renew_slots(*loop.listening);
+            outage_.succeeded(loop.listening_since);
+        } catch (...) {
+            outage_.failed("fleet limiter", db::classify_db_error(std::current_exception()));
+            loop.listen_again_later();
+        }
+    } else {
+        renewed = with_connection([this](pqxx::connection& conn) { return renew_slots(conn); }).has_value();
+    }
+    renewals_ok_ = renewed;
+    // Releases announced while the path was down were missed: waiters look again.
+    if (renewed && loop.renewals_failed) renotify_waiters();
+    loop.renewals_failed = !renewed;
+    // A failed renewal is retried sooner: a short blip must not cost the slots.
+    loop.next_renewal = std::chrono::steady_clock::now() + (renewed ? options_.renew_interval : options_.renew_interval / 4);
+}
+
+bool FleetLimiter::renew_slots(pqxx::connection& conn) {
+    SlotBatch releasing, renewing;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [id, held] : held_) (held.releasing ? releasing : renewing).add(id, held.handler, held.slot, held.token);
+    }
+    if (!releasing.empty()) {
+        run_batch(conn, kReleaseSlotsSql, releasing);
+        std::lock_guard lock(mutex_);
+        for (const auto id : releasing.ids) held_.erase(id);
+    }
+    if (renewing.empty()) return true;
+    pqxx::nontransaction tx(conn);
+    const pqxx::result rows = tx.exec_params(kRenewSlotsSql, db::pg_array(renewing.handlers), db::pg_array(renewing.slots),
+                                             db::pg_array(renewing.tokens), static_cast<long long>(options_.slot_ttl.count()));
+    std::set<std::string> kept;
+    for (const auto& row : rows) kept.insert(row[0].c_str());
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < renewing.ids.size(); ++i) {
+        if (kept.count(renewing.tokens[i]) != 0) continue;
+        const auto it = held_.find(renewing.ids[i]);
+        if (it == held_.end() || it->second.releasing) continue;  // its call ended meanwhile
+        // Out of reach for longer than the slot's expiry: another host may have taken it,
+        // and the fleet may run one call too many until this one ends.
+        log::warn("fleet concurrency slot expired while its call was running", {.handler = it->second.handler, .code = "SLOT_LOST"});
+        held_.erase(it);
+    }
+    return true;
+}
+
+void FleetLimiter::check_listening(RenewLoop& loop) {
+    // A LISTEN whose path went silent would never hear another release: one guarded
+    // round trip now and then finds out.
+    try {
+        const db::CallGuard guard(*loop.listening);
+        pqxx::nontransaction(*loop.listening).exec("SELECT 1");
+    } catch (...) {
+        loop.listen_again_later();
+    }
+    loop.next_listen_check = std::chrono::steady_clock::now() + kListenCheck;
+}
+
+void FleetLimiter::await_releases(RenewLoop& loop, const std::stop_token& stop) {
+    if (loop.listening) {
+        try {
+            loop.listening->await_notification(0, 200'000);
+        } catch (...) {
+            loop.listen_again_later();
+        }
+    } else {
+        db::sleep_for(std::chrono::milliseconds{200}, stop);
+    }
+}
+
+void FleetLimiter::renotify_waiters() {
+    std::vector<std::string> handlers;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [handler, count] : releases_) handlers.push_back(handler);
+    }
+    for (const auto& handler : handlers) note_released(handler);
 }
 
 }  // namespace outbox::dispatch

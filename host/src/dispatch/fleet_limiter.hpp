@@ -115,6 +115,17 @@ private:
     void note_released(const std::string& handler);
     void release(std::uint64_t id) noexcept;
     void renew_loop(std::stop_token stop);
+    struct RenewLoop;
+    void start_listening(RenewLoop& loop);
+    /// Renews (and finishes releasing) the slots this host holds, then schedules the next renewal.
+    void renew(RenewLoop& loop);
+    /// One renewal round trip on `conn`; returns true (a failure throws).
+    bool renew_slots(pqxx::connection& conn);
+    void check_listening(RenewLoop& loop);
+    /// Waits up to 200 ms for freed-slot notifications (or just sleeps without a LISTEN).
+    void await_releases(RenewLoop& loop, const std::stop_token& stop);
+    /// Makes every waiter look for a free slot again (releases may have been missed).
+    void renotify_waiters();
     void ensure_renewer();
 
     std::string url_;

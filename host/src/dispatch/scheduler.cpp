@@ -24,180 +24,221 @@ std::vector<std::string> tokens_of(const std::vector<lease::LeaseRef>& leases) {
 }
 }  // namespace
 
-void Scheduler::run(std::stop_token stop) {
-    db::DbSession session(options_.database_url, "scheduler", outage_);
-    const lease::LeaseOwner owner{options_.host_id, options_.incarnation};
+// What the scheduler's loop carries from one pass to the next.
+struct Scheduler::Loop {
+    Loop(const RuntimeOptions& options, db::OutageLog& outage, LoopObserver* observer)
+        : session(options.database_url, "scheduler", outage),
+          owner{options.host_id, options.incarnation},
+          next_untracked_check(std::chrono::steady_clock::now() + options.rescue_interval()),
+          recoveries_seen(outage.recoveries()),
+          idle_wait(options.poll_interval) {
+        if (observer) {
+            if (const auto bound = observer->max_idle_wait()) idle_wait = std::min(idle_wait, *bound);
+        }
+    }
+
+    db::DbSession session;
+    const lease::LeaseOwner owner;
     // The first pass claims normal work before it looks for suspects: after a restart a
     // backlog may be waiting, and the suspect lane does not compete with it for the first
     // claim. From the second pass on, suspects are looked for as before.
-    auto next_suspect_check = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point next_suspect_check = std::chrono::steady_clock::now();
     bool first_pass = true;
-    auto next_pause_read = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point next_pause_read = std::chrono::steady_clock::now();
     // Leases this process holds on the server but no longer tracks: a claim whose answer
     // was lost with its connection, or an outcome committed asynchronously and lost in a
     // failover. Left alone they would wait for lease_duration and the rescuer; the scheduler
     // gives them back itself, after every outage and at every rescue interval. It is the
     // only thread that claims, so no claim of its own is in flight meanwhile.
     std::optional<std::string> claiming_since;  // server time before this process's first claim
-    auto next_untracked_check = std::chrono::steady_clock::now() + options_.rescue_interval();
-    std::uint64_t recoveries_seen = outage_.recoveries();
-
+    std::chrono::steady_clock::time_point next_untracked_check;
+    std::uint64_t recoveries_seen;
     // An idle pass waits at most this long, so the observer hears from the loop in time.
-    auto idle_wait = options_.poll_interval;
-    if (observer_) {
-        if (const auto bound = observer_->max_idle_wait()) idle_wait = std::min(idle_wait, *bound);
-    }
+    std::chrono::milliseconds idle_wait;
+    std::shared_ptr<const routing::HandlerSet> handlers;  // this pass's snapshot
+};
 
-    std::shared_ptr<const routing::HandlerSet> handlers;
-    // `started`: when the claim began (telemetry::now_unix_nano()), for its span.
-    const auto hand_out = [&](std::vector<lease::ClaimedEvent>& claimed, bool suspect, std::uint64_t started) {
-        if (claimed.empty()) return;
-        metrics_.events_claimed(claimed.size());
-        if (spans_) spans_->record(telemetry::claim_span(started, claimed.size(), suspect));
-        std::vector<Work> work;
-        work.reserve(claimed.size());
-        for (auto& item : claimed) {
-            auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token}, item.event.type,
-                                         item.event.attempt, suspect);
-            work.push_back(Work{std::move(item), std::move(flight), handlers, suspect});
-        }
-        queue_.push(std::move(work));
-    };
+// The event types one pass may claim: those of no paused handler.
+struct Scheduler::Claimable {
+    std::vector<std::string> types;
+    std::vector<std::string> unthrottled;
+    std::map<std::string, int> throttled;
+};
 
+void Scheduler::run(std::stop_token stop) {
+    Loop loop(options_, outage_, observer_);
     while (!stop.stop_requested()) {
         if (observer_) observer_->loop_iterated();
         // One snapshot per pass: what is claimed is run by exactly these handlers, even if
         // the plugin directory changes meanwhile.
-        handlers = handlers_.get();
-
-        // Paused handlers: re-read on a NOTIFY or reconnect (the listener marks them stale)
-        // and at every poll interval, the fallback when a notification is lost.
-        if (paused_.take_stale() || !paused_.loaded() || std::chrono::steady_clock::now() >= next_pause_read) {
-            std::set<std::string> names;
-            if (!session.run(
-                    [&](pqxx::connection& conn) {
-                        names.clear();
-                        for (auto& paused : routing::read_paused_handlers(conn)) names.insert(std::move(paused.handler));
-                    },
-                    stop)) {
-                paused_.mark_stale();
-                continue;
-            }
-            paused_.set(std::move(names));
-            next_pause_read = std::chrono::steady_clock::now() + options_.poll_interval;
-        }
-        const std::set<std::string> paused = paused_.get();
-        const auto claimable = [&](const std::string& type) {
-            const auto entries = handlers->for_type(type);
-            return std::none_of(entries.begin(), entries.end(),
-                                [&](const routing::HandlerEntry* entry) { return paused.contains(entry->name); });
-        };
-        std::vector<std::string> types;
-        std::vector<std::string> unthrottled;
-        std::map<std::string, int> throttled;
-        if (paused.empty()) {
-            types = handlers->event_types();
-            unthrottled = handlers->unthrottled_types();
-            throttled = handlers->throttled_types();
-        } else {
-            std::copy_if(handlers->event_types().begin(), handlers->event_types().end(), std::back_inserter(types),
-                         claimable);
-            std::copy_if(handlers->unthrottled_types().begin(), handlers->unthrottled_types().end(),
-                         std::back_inserter(unthrottled), claimable);
-            for (const auto& [type, budget] : handlers->throttled_types()) {
-                if (claimable(type)) throttled.emplace(type, budget);
-            }
-        }
-        if (types.empty()) {
-            wakeup_.wait_for(idle_wait, stop);
+        loop.handlers = handlers_.get();
+        if (!refresh_paused(loop, stop)) continue;
+        const Claimable claimable = claimable_types(*loop.handlers);
+        if (claimable.types.empty()) {
+            wakeup_.wait_for(loop.idle_wait, stop);
             continue;
         }
-
-        if (claiming_since &&
-            (outage_.recoveries() != recoveries_seen || std::chrono::steady_clock::now() >= next_untracked_check)) {
-            const std::uint64_t recoveries = outage_.recoveries();
-            int released = 0;
-            if (!session.run(
-                    [&](pqxx::connection& conn) {
-                        released = lease::LeaseStore(conn).release_untracked(owner, *claiming_since,
-                                                                             tokens_of(in_flight_.leases()));
-                    },
-                    stop)) {
-                continue;
-            }
-            recoveries_seen = recoveries;
-            next_untracked_check = std::chrono::steady_clock::now() + options_.rescue_interval();
-            if (released > 0) {
-                log::warn(std::to_string(released) +
-                          " lease(s) of this host were no longer tracked (a claim's answer or a stored outcome was "
-                          "lost with the database connection); released, the events run again");
-            }
-        }
-
-        // Suspects (a poison event may be among them) run one at a time in a lane of their
-        // own, beside normal work: a crash then charges the suspect, and the rescuer gives
-        // the events that ran beside it their attempt back (see LeaseStore::rescue_expired).
-        const auto now = std::chrono::steady_clock::now();
-        if (!first_pass && queue_.suspect_lane_free() && (queue_.idle() || now >= next_suspect_check)) {
-            std::vector<lease::ClaimedEvent> claimed;
-            const std::uint64_t started = spans_ ? telemetry::now_unix_nano() : 0;
-            if (!session.run(
-                    [&](pqxx::connection& conn) {
-                        claimed = lease::LeaseStore(conn).claim(types, 1, owner, options_.lease_duration,
-                                                                lease::ClaimKind::Suspect);
-                    },
-                    stop)) {
-                continue;
-            }
-            // While suspects are due, take the next as soon as the lane frees up.
-            next_suspect_check = claimed.empty() ? now + kSuspectCheckInterval : now;
-            hand_out(claimed, true, started);
-        }
-
-        // While workers still have plenty queued, wait for room for a whole batch: many tiny
-        // claims cost the database more than a few full ones.
-        // Outcomes waiting for the completer beyond one full batch hold room too: when
-        // storing outcomes falls behind, claims slow down instead of piling up leases.
-        // Up to a batch is normal pipelining (claims go on while outcomes are written).
-        const int awaiting_outcome =
-            static_cast<int>(in_flight_.size()) - queue_.queued() - queue_.busy();
-        const int free = queue_.free_slots() - std::max(0, awaiting_outcome - static_cast<int>(Completer::kMaxBatch));
+        if (!release_untracked(loop, stop)) continue;
+        if (!claim_suspect(loop, claimable.types, stop)) continue;
+        const int free = free_slots();
         if (free <= 0 || (free < options_.batch_size && queue_.queued() > options_.concurrency / 2)) {
-            wakeup_.wait_for(idle_wait, stop);
+            wakeup_.wait_for(loop.idle_wait, stop);
             continue;
         }
-        // The first claim takes only what the workers can start at once: a full batch (up to
-        // 1,000 rows locked and updated in one statement) would hold every worker back
-        // until it commits. A full first claim is followed by the next one at once.
-        const int room = first_pass ? std::min(free, std::max(1, options_.concurrency)) : free;
-        first_pass = false;
-        std::vector<lease::ClaimedEvent> claimed;
-        bool more_due = false;
-        const std::uint64_t started = spans_ ? telemetry::now_unix_nano() : 0;
-        const bool ok = session.run(
-            [&](pqxx::connection& conn) {
-                lease::LeaseStore store(conn);
-                if (!claiming_since) claiming_since = store.server_time();
-                int left = room;
-                const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
-                    if (limit <= 0 || claim_types.empty()) return;
-                    auto got = store.claim(claim_types, limit, owner, options_.lease_duration);
-                    more_due = more_due || static_cast<int>(got.size()) == limit;
-                    left -= static_cast<int>(got.size());
-                    for (auto& item : got) claimed.push_back(std::move(item));
-                };
-                claim(unthrottled, std::min(left, options_.batch_size));
-                for (const auto& [type, budget] : throttled) {
-                    claim({type}, std::min({left, options_.batch_size, budget - queue_.in_flight_of(type)}));
-                }
-            },
-            stop);
-        // Claims that committed before a later one failed are still ours: hand them out.
-        hand_out(claimed, false, started);
-        if (!ok) continue;
-        // A full claim means more may be due right now; otherwise wait for a wake-up.
-        if (!more_due) wakeup_.wait_for(idle_wait, stop);
+        claim_normal(loop, claimable, free, stop);
     }
+}
+
+bool Scheduler::refresh_paused(Loop& loop, const std::stop_token& stop) {
+    // Paused handlers: re-read on a NOTIFY or reconnect (the listener marks them stale)
+    // and at every poll interval, the fallback when a notification is lost.
+    if (paused_.take_stale() || !paused_.loaded() || std::chrono::steady_clock::now() >= loop.next_pause_read) {
+        std::set<std::string> names;
+        if (!loop.session.run(
+                [&](pqxx::connection& conn) {
+                    names.clear();
+                    for (auto& paused : routing::read_paused_handlers(conn)) names.insert(std::move(paused.handler));
+                },
+                stop)) {
+            paused_.mark_stale();
+            return false;
+        }
+        paused_.set(std::move(names));
+        loop.next_pause_read = std::chrono::steady_clock::now() + options_.poll_interval;
+    }
+    return true;
+}
+
+Scheduler::Claimable Scheduler::claimable_types(const routing::HandlerSet& handlers) const {
+    const std::set<std::string> paused = paused_.get();
+    const auto claimable = [&](const std::string& type) {
+        const auto entries = handlers.for_type(type);
+        return std::none_of(entries.begin(), entries.end(),
+                            [&](const routing::HandlerEntry* entry) { return paused.contains(entry->name); });
+    };
+    Claimable result;
+    if (paused.empty()) {
+        result.types = handlers.event_types();
+        result.unthrottled = handlers.unthrottled_types();
+        result.throttled = handlers.throttled_types();
+    } else {
+        std::copy_if(handlers.event_types().begin(), handlers.event_types().end(), std::back_inserter(result.types),
+                     claimable);
+        std::copy_if(handlers.unthrottled_types().begin(), handlers.unthrottled_types().end(),
+                     std::back_inserter(result.unthrottled), claimable);
+        for (const auto& [type, budget] : handlers.throttled_types()) {
+            if (claimable(type)) result.throttled.emplace(type, budget);
+        }
+    }
+    return result;
+}
+
+bool Scheduler::release_untracked(Loop& loop, const std::stop_token& stop) {
+    if (loop.claiming_since &&
+        (outage_.recoveries() != loop.recoveries_seen || std::chrono::steady_clock::now() >= loop.next_untracked_check)) {
+        const std::uint64_t recoveries = outage_.recoveries();
+        int released = 0;
+        if (!loop.session.run(
+                [&](pqxx::connection& conn) {
+                    released = lease::LeaseStore(conn).release_untracked(loop.owner, *loop.claiming_since,
+                                                                         tokens_of(in_flight_.leases()));
+                },
+                stop)) {
+            return false;
+        }
+        loop.recoveries_seen = recoveries;
+        loop.next_untracked_check = std::chrono::steady_clock::now() + options_.rescue_interval();
+        if (released > 0) {
+            log::warn(std::to_string(released) +
+                      " lease(s) of this host were no longer tracked (a claim's answer or a stored outcome was "
+                      "lost with the database connection); released, the events run again");
+        }
+    }
+    return true;
+}
+
+bool Scheduler::claim_suspect(Loop& loop, const std::vector<std::string>& types, const std::stop_token& stop) {
+    // Suspects (a poison event may be among them) run one at a time in a lane of their
+    // own, beside normal work: a crash then charges the suspect, and the rescuer gives
+    // the events that ran beside it their attempt back (see LeaseStore::rescue_expired).
+    const auto now = std::chrono::steady_clock::now();
+    if (!loop.first_pass && queue_.suspect_lane_free() && (queue_.idle() || now >= loop.next_suspect_check)) {
+        std::vector<lease::ClaimedEvent> claimed;
+        const std::uint64_t started = spans_ ? telemetry::now_unix_nano() : 0;
+        if (!loop.session.run(
+                [&](pqxx::connection& conn) {
+                    claimed = lease::LeaseStore(conn).claim(types, 1, loop.owner, options_.lease_duration,
+                                                            lease::ClaimKind::Suspect);
+                },
+                stop)) {
+            return false;
+        }
+        // While suspects are due, take the next as soon as the lane frees up.
+        loop.next_suspect_check = claimed.empty() ? now + kSuspectCheckInterval : now;
+        hand_out(loop, claimed, true, started);
+    }
+    return true;
+}
+
+int Scheduler::free_slots() const {
+    // While workers still have plenty queued, wait for room for a whole batch: many tiny
+    // claims cost the database more than a few full ones.
+    // Outcomes waiting for the completer beyond one full batch hold room too: when
+    // storing outcomes falls behind, claims slow down instead of piling up leases.
+    // Up to a batch is normal pipelining (claims go on while outcomes are written).
+    const int awaiting_outcome =
+        static_cast<int>(in_flight_.size()) - queue_.queued() - queue_.busy();
+    return queue_.free_slots() - std::max(0, awaiting_outcome - static_cast<int>(Completer::kMaxBatch));
+}
+
+void Scheduler::claim_normal(Loop& loop, const Claimable& claimable, int free, const std::stop_token& stop) {
+    // The first claim takes only what the workers can start at once: a full batch (up to
+    // 1,000 rows locked and updated in one statement) would hold every worker back
+    // until it commits. A full first claim is followed by the next one at once.
+    const int room = loop.first_pass ? std::min(free, std::max(1, options_.concurrency)) : free;
+    loop.first_pass = false;
+    std::vector<lease::ClaimedEvent> claimed;
+    bool more_due = false;
+    const std::uint64_t started = spans_ ? telemetry::now_unix_nano() : 0;
+    const bool ok = loop.session.run(
+        [&](pqxx::connection& conn) {
+            lease::LeaseStore store(conn);
+            if (!loop.claiming_since) loop.claiming_since = store.server_time();
+            int left = room;
+            const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
+                if (limit <= 0 || claim_types.empty()) return;
+                auto got = store.claim(claim_types, limit, loop.owner, options_.lease_duration);
+                more_due = more_due || static_cast<int>(got.size()) == limit;
+                left -= static_cast<int>(got.size());
+                for (auto& item : got) claimed.push_back(std::move(item));
+            };
+            claim(claimable.unthrottled, std::min(left, options_.batch_size));
+            for (const auto& [type, budget] : claimable.throttled) {
+                claim({type}, std::min({left, options_.batch_size, budget - queue_.in_flight_of(type)}));
+            }
+        },
+        stop);
+    // Claims that committed before a later one failed are still ours: hand them out.
+    hand_out(loop, claimed, false, started);
+    if (!ok) return;
+    // A full claim means more may be due right now; otherwise wait for a wake-up.
+    if (!more_due) wakeup_.wait_for(loop.idle_wait, stop);
+}
+
+// `started`: when the claim began (telemetry::now_unix_nano()), for its span.
+void Scheduler::hand_out(const Loop& loop, std::vector<lease::ClaimedEvent>& claimed, bool suspect,
+                         std::uint64_t started) {
+    if (claimed.empty()) return;
+    metrics_.events_claimed(claimed.size());
+    if (spans_) spans_->record(telemetry::claim_span(started, claimed.size(), suspect));
+    std::vector<Work> work;
+    work.reserve(claimed.size());
+    for (auto& item : claimed) {
+        auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token}, item.event.type,
+                                     item.event.attempt, suspect);
+        work.push_back(Work{std::move(item), std::move(flight), loop.handlers, suspect});
+    }
+    queue_.push(std::move(work));
 }
 
 }  // namespace outbox::dispatch

@@ -39,6 +39,22 @@ public:
     void run(std::stop_token stop);
 
 private:
+    struct Loop;
+    struct Claimable;
+
+    /// Re-reads the paused handlers when due; false when the read failed (the pass ends).
+    bool refresh_paused(Loop& loop, const std::stop_token& stop);
+    Claimable claimable_types(const routing::HandlerSet& handlers) const;
+    /// Gives back leases this process holds but no longer tracks, when due; false when that failed.
+    bool release_untracked(Loop& loop, const std::stop_token& stop);
+    /// Claims one suspect for the suspect lane, when due; false when the claim failed.
+    bool claim_suspect(Loop& loop, const std::vector<std::string>& types, const std::stop_token& stop);
+    /// Room for normal work: the queue's free slots less outcomes piling up beyond a batch.
+    int free_slots() const;
+    /// Claims normal work into `free` slots, hands it out and waits unless more is due.
+    void claim_normal(Loop& loop, const Claimable& claimable, int free, const std::stop_token& stop);
+    void hand_out(const Loop& loop, std::vector<lease::ClaimedEvent>& claimed, bool suspect, std::uint64_t started);
+
     const RuntimeOptions& options_;
     db::OutageLog& outage_;
     WorkQueue& queue_;

@@ -24,94 +24,137 @@ const char* result_label(core::HandlerOutcome::Kind kind) {
     return "unknown";
 }
 
+// The event's handlers that have not consumed it in an earlier attempt, in order.
+std::vector<const routing::HandlerEntry*> pending_handlers(const Work& work) {
+    const auto& consumed = work.claimed.consumed_by;
+    std::vector<const routing::HandlerEntry*> pending;
+    for (const routing::HandlerEntry* entry : work.handlers->for_type(work.claimed.event.type)) {
+        if (std::find(consumed.begin(), consumed.end(), entry->name) == consumed.end()) pending.push_back(entry);
+    }
+    return pending;
+}
+
+bool any_failed(const std::vector<core::HandlerOutcome>& outcomes) {
+    return std::any_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
+        return o.kind != core::HandlerOutcome::Kind::Succeeded;
+    });
+}
+
+bool all_succeeded(const std::vector<core::HandlerOutcome>& outcomes) {
+    return std::all_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
+        return o.kind == core::HandlerOutcome::Kind::Succeeded;
+    });
+}
+
+void record_call_span(telemetry::SpanExporter* spans, telemetry::CallTrace& trace, const sdk::Event& event,
+                      const std::string& handler, const HandlerRun& run) {
+    if (!trace.span) return;
+    telemetry::finish_call(*trace.span, event.type, handler, event.attempt,
+                           run.abandoned ? "abandoned" : result_label(run.outcome.kind),
+                           run.abandoned ? std::string("HANDLER_TIMEOUT") : run.outcome.error_code);
+    spans->record(std::move(*trace.span));
+}
+
+void log_outcome(const sdk::Event& event, const std::string& handler, const HandlerRun& run,
+                 std::vector<std::string>& consumed_now) {
+    const log::Fields fields{event.id, event.type, handler, event.attempt, run.outcome.error_code, {}};
+    switch (run.outcome.kind) {
+        case core::HandlerOutcome::Kind::Succeeded:
+            if (run.consumption_pending) consumed_now.push_back(handler);
+            break;
+        case core::HandlerOutcome::Kind::Retry: log::warn("handler failed (retryable)", fields); break;
+        case core::HandlerOutcome::Kind::Review: log::warn("handler failed (not retryable)", fields); break;
+        case core::HandlerOutcome::Kind::LeaseLost: break;
+    }
+}
+
 }  // namespace
 
 bool Worker::process(const Work& work) {
-    const sdk::Event& event = work.claimed.event;
-    const auto& consumed = work.claimed.consumed_by;
     std::vector<core::HandlerOutcome> outcomes;
     std::vector<std::string> consumed_now;
-
-    std::vector<const routing::HandlerEntry*> pending;
-    for (const routing::HandlerEntry* entry : work.handlers->for_type(event.type)) {
-        if (std::find(consumed.begin(), consumed.end(), entry->name) == consumed.end()) pending.push_back(entry);
-    }
-
+    const std::vector<const routing::HandlerEntry*> pending = pending_handlers(work);
     for (const routing::HandlerEntry* entry : pending) {
+        const Step step = call_handler(work, *entry, entry == pending.back(), outcomes, consumed_now);
+        if (step == Step::Next) continue;
+        if (step == Step::Decide) break;
+        return step == Step::Done;
+    }
+    decide(work, outcomes, consumed_now);
+    return true;
+}
+
+Worker::Step Worker::call_handler(const Work& work, const routing::HandlerEntry& entry, bool last,
+                                  std::vector<core::HandlerOutcome>& outcomes, std::vector<std::string>& consumed_now) {
+    if (work.flight->lost) {
+        outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
+        return Step::Decide;
+    }
+    std::optional<FleetLimiter::Permit> permit = acquire_permit(work, entry);
+    if (!permit) {
         if (work.flight->lost) {
             outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
-            break;
+            return Step::Decide;
         }
-        // A fleet slot is waited for at most one call's timeout: a slot held by a stuck call
-        // (kept until that call returns) must not hold this worker and its lease for good.
-        // Given up, the event goes back with its attempt refunded (release below).
-        const auto wait_for_slot_until = std::chrono::steady_clock::now() + entry->settings.timeout;
-        std::optional<FleetLimiter::Permit> permit =
-            FleetLimiter::limited(entry->settings)
-                ? limiter_.acquire(*entry,
-                                   [&] {
-                                       return work.flight->lost || stopping_ ||
-                                              std::chrono::steady_clock::now() >= wait_for_slot_until;
-                                   })
-                : std::optional<FleetLimiter::Permit>(std::in_place);
-        if (!permit) {
-            if (work.flight->lost) {
-                outcomes.push_back({core::HandlerOutcome::Kind::LeaseLost, "LEASE_LOST", std::nullopt});
-                break;
-            }
-            release(work);
-            return true;
-        }
-        // Paused since the claim: the call does not start. The event waits without using the
-        // attempt, unless a handler already failed in it (that failure decides as usual).
-        if (paused_.contains(entry->name)) {
-            permit.reset();
-            const bool failed_so_far = std::any_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
-                return o.kind != core::HandlerOutcome::Kind::Succeeded;
-            });
-            if (failed_so_far) break;
-            release(work);
-            return true;
-        }
-        // The last handler of an attempt that went well so far may complete the event in
-        // its own transaction.
-        const bool clean_so_far = std::all_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
-            return o.kind == core::HandlerOutcome::Kind::Succeeded;
-        });
-        const bool last = entry == pending.back();
-        telemetry::CallTrace trace = telemetry::start_call(work.claimed.trace, spans_ != nullptr);
-        HandlerRun run = run_handler(*entry, work.claimed, trace.context, *work.flight, pool_, hard_stop_,
-                                     abandon_grace_, last && clean_so_far ? &consumed_now : nullptr);
-        permit.reset();
-        if (trace.span) {
-            telemetry::finish_call(*trace.span, event.type, entry->name, event.attempt,
-                                   run.abandoned ? "abandoned" : result_label(run.outcome.kind),
-                                   run.abandoned ? std::string("HANDLER_TIMEOUT") : run.outcome.error_code);
-            spans_->record(std::move(*trace.span));
-        }
-        if (run.abandoned) {
-            metrics_.handler_call(entry->name, "abandoned", run.duration);
-            return false;
-        }
-        metrics_.handler_call(entry->name, result_label(run.outcome.kind), run.duration);
-        const log::Fields fields{event.id, event.type, entry->name, event.attempt, run.outcome.error_code, {}};
-        switch (run.outcome.kind) {
-            case core::HandlerOutcome::Kind::Succeeded:
-                if (run.consumption_pending) consumed_now.push_back(entry->name);
-                break;
-            case core::HandlerOutcome::Kind::Retry: log::warn("handler failed (retryable)", fields); break;
-            case core::HandlerOutcome::Kind::Review: log::warn("handler failed (not retryable)", fields); break;
-            case core::HandlerOutcome::Kind::LeaseLost: break;
-        }
-        if (run.completed) {
-            metrics_.event_outcome(metrics::Metrics::Outcome::Completed);
-            in_flight_.remove(work.flight->lease);
-            return true;
-        }
-        outcomes.push_back(std::move(run.outcome));
-        if (outcomes.back().kind == core::HandlerOutcome::Kind::LeaseLost) break;
+        release(work);
+        return Step::Done;
     }
+    // Paused since the claim: the call does not start. The event waits without using the
+    // attempt, unless a handler already failed in it (that failure decides as usual).
+    if (paused_.contains(entry.name)) {
+        permit.reset();
+        const bool failed_so_far = any_failed(outcomes);
+        if (failed_so_far) return Step::Decide;
+        release(work);
+        return Step::Done;
+    }
+    // The last handler of an attempt that went well so far may complete the event in
+    // its own transaction.
+    const bool clean_so_far = all_succeeded(outcomes);
+    return run_call(work, entry, permit, last && clean_so_far, outcomes, consumed_now);
+}
 
+std::optional<FleetLimiter::Permit> Worker::acquire_permit(const Work& work, const routing::HandlerEntry& entry) {
+    // A fleet slot is waited for at most one call's timeout: a slot held by a stuck call
+    // (kept until that call returns) must not hold this worker and its lease for good.
+    // Given up, the event goes back with its attempt refunded (release in call_handler).
+    const auto wait_for_slot_until = std::chrono::steady_clock::now() + entry.settings.timeout;
+    return FleetLimiter::limited(entry.settings)
+               ? limiter_.acquire(entry,
+                                  [&] {
+                                      return work.flight->lost || stopping_ ||
+                                             std::chrono::steady_clock::now() >= wait_for_slot_until;
+                                  })
+               : std::optional<FleetLimiter::Permit>(std::in_place);
+}
+
+Worker::Step Worker::run_call(const Work& work, const routing::HandlerEntry& entry,
+                              std::optional<FleetLimiter::Permit>& permit, bool may_complete,
+                              std::vector<core::HandlerOutcome>& outcomes, std::vector<std::string>& consumed_now) {
+    const sdk::Event& event = work.claimed.event;
+    telemetry::CallTrace trace = telemetry::start_call(work.claimed.trace, spans_ != nullptr);
+    HandlerRun run = run_handler(entry, work.claimed, trace.context, *work.flight, pool_, hard_stop_,
+                                 abandon_grace_, may_complete ? &consumed_now : nullptr);
+    permit.reset();
+    record_call_span(spans_, trace, event, entry.name, run);
+    if (run.abandoned) {
+        metrics_.handler_call(entry.name, "abandoned", run.duration);
+        return Step::Abandoned;
+    }
+    metrics_.handler_call(entry.name, result_label(run.outcome.kind), run.duration);
+    log_outcome(event, entry.name, run, consumed_now);
+    if (run.completed) {
+        metrics_.event_outcome(metrics::Metrics::Outcome::Completed);
+        in_flight_.remove(work.flight->lease);
+        return Step::Done;
+    }
+    outcomes.push_back(std::move(run.outcome));
+    return outcomes.back().kind == core::HandlerOutcome::Kind::LeaseLost ? Step::Decide : Step::Next;
+}
+
+void Worker::decide(const Work& work, const std::vector<core::HandlerOutcome>& outcomes,
+                    std::vector<std::string>& consumed_now) {
+    const sdk::Event& event = work.claimed.event;
     const auto transition = core::decide_transition(outcomes, event.attempt, max_attempts_, policy_,
                                                     std::chrono::system_clock::now(), unit_random());
     if (!transition) {
@@ -119,7 +162,7 @@ bool Worker::process(const Work& work) {
         if (!work.flight->lost.exchange(true)) metrics_.leases_lost(1);
         log::warn("lease lost during the attempt; its result was discarded", {event.id, event.type, {}, event.attempt, "LEASE_LOST", {}});
         in_flight_.remove(work.flight->lease);
-        return true;
+        return;
     }
     if (transition->status == core::EventStatus::ReviewRequired) {
         log::error("event needs review", {event.id, event.type, {}, event.attempt, transition->error_code, {}});
@@ -129,7 +172,6 @@ bool Worker::process(const Work& work) {
     // fence in handler_runner.cpp). Rows stay the record of partial progress.
     if (transition->status == core::EventStatus::Completed && event.attempt == 1) consumed_now.clear();
     completer_.submit(lease::Finish{work.flight->lease, *transition, std::move(consumed_now)});
-    return true;
 }
 
 void Worker::release(const Work& work) {

@@ -39,6 +39,25 @@ private:
     /// a handler paused since the claim).
     void release(const Work& work);
 
+    /// What process() does after one handler's step.
+    enum class Step {
+        Next,       // go on with the next handler
+        Decide,     // call no more handlers; the outcomes so far decide the event's next state
+        Done,       // the event was completed or given back: nothing left to do
+        Abandoned,  // the host abandoned the call: process() returns false
+    };
+    /// One handler's turn: waits for its fleet permit, skips it if paused, else calls it.
+    Step call_handler(const Work& work, const routing::HandlerEntry& entry, bool last,
+                      std::vector<core::HandlerOutcome>& outcomes, std::vector<std::string>& consumed_now);
+    std::optional<FleetLimiter::Permit> acquire_permit(const Work& work, const routing::HandlerEntry& entry);
+    /// Calls the handler (traced), gives the permit back and records the outcome.
+    Step run_call(const Work& work, const routing::HandlerEntry& entry, std::optional<FleetLimiter::Permit>& permit,
+                  bool may_complete, std::vector<core::HandlerOutcome>& outcomes,
+                  std::vector<std::string>& consumed_now);
+    /// Folds the outcomes into the event's next state and hands it to the completer.
+    void decide(const Work& work, const std::vector<core::HandlerOutcome>& outcomes,
+                std::vector<std::string>& consumed_now);
+
     db::ConnectionPool& pool_;
     Completer& completer_;
     InFlightTable& in_flight_;
