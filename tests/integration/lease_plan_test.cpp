@@ -42,7 +42,7 @@ protected:
 TEST_F(LeasePlans, TheClaimWalksTheDueIndexInOrderAndStopsAtItsLimit) {
     lease::LeaseStore store(*conn_);
     store.claim({"NothingOfThisType"}, 1, {"h", ""}, std::chrono::seconds{5});  // declares the statement
-    const std::string claim = plan("EXECUTE outbox_claim('{TestRequested}', 1000, 'h', 5000, 'h-incarnation')");
+    const std::string claim = plan("EXECUTE outbox_claim('{TestRequested}', 1000, 'h', 5000, 'h-incarnation', '')");
     EXPECT_NE(claim.find("Index Scan using event_publication_due_idx"), std::string::npos) << claim;
     EXPECT_EQ(claim.find("Sort"), std::string::npos) << "a sort reads every due row first:\n" << claim;
     EXPECT_EQ(claim.find("Bitmap"), std::string::npos) << claim;
@@ -59,7 +59,7 @@ TEST_F(LeasePlans, TheOutcomeBatchLooksItsEventsUpByKey) {
     const std::string finish =
         plan("EXECUTE outbox_finish('" + ids + "', '" + ids +
              "', array_fill('COMPLETED'::text, ARRAY[1000]), array_fill(0::bigint, ARRAY[1000]), "
-             "array_fill(NULL::text, ARRAY[1000]), '{}', '{}')");
+             "array_fill(NULL::text, ARRAY[1000]), '{}', '{}', '')");
     EXPECT_EQ(finish.find("Seq Scan on event_publication"), std::string::npos) << finish;
     EXPECT_NE(finish.find("Index Cond: (event_id = ANY"), std::string::npos) << finish;
 }

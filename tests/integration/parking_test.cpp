@@ -77,7 +77,7 @@ protected:
         pqxx::work tx(*conn_);
         std::string plan;
         for (const auto& row : tx.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim('{OrderedStep}', 100, 'h', "
-                                       "5000, '')")) {
+                                       "5000, '', '')")) {
             plan += row[0].c_str();
             plan += '\n';
         }

@@ -13,6 +13,16 @@
 namespace outbox::lease {
 namespace {
 
+// Every statement reads the time from its last parameter, the server's now() when that is
+// empty: tests move time by setting it (LeaseStore::set_time), production never does.
+std::string with_time(std::string sql, int parameter) {
+    const std::string at = "coalesce(nullif($" + std::to_string(parameter) + ", '')::timestamptz, now())";
+    for (auto pos = sql.find("now()"); pos != std::string::npos; pos = sql.find("now()", pos + at.size())) {
+        sql.replace(pos, 5, at);
+    }
+    return sql;
+}
+
 // Per-aggregate ordering: an event with a position in its aggregate is due only when no
 // earlier event of that aggregate is unfinished (PENDING, PROCESSING, RETRY_WAIT) or waits
 // for an operator (REVIEW_REQUIRED). Positions follow the publishers' commit order, so a
@@ -63,12 +73,12 @@ FROM claimed c
 }
 
 // Ordinary claims skip suspects.
-const std::string kClaimSql =
-    claim_sql("status IN ('PENDING', 'RETRY_WAIT') AND (status = 'PENDING' OR last_error_code IS DISTINCT FROM 'WORKER_LOST')");
+const std::string kClaimSql = with_time(
+    claim_sql("status IN ('PENDING', 'RETRY_WAIT') AND (status = 'PENDING' OR last_error_code IS DISTINCT FROM 'WORKER_LOST')"), 6);
 
 // Suspects (their previous host died mid-attempt) are claimed one at a time per host and
 // run in a lane of their own, so a crash can be blamed on them (see kRescueSql).
-const std::string kClaimSuspectSql = claim_sql("status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST'");
+const std::string kClaimSuspectSql = with_time(claim_sql("status = 'RETRY_WAIT' AND last_error_code = 'WORKER_LOST'"), 6);
 
 // The batch statements name their events as `event_id = ANY($1)` besides joining the input
 // on it: the planner then always reaches them through the primary key. Without it, a
@@ -87,7 +97,7 @@ const std::string kClaimSuspectSql = claim_sql("status = 'RETRY_WAIT' AND last_e
 // once rather than at its next poll (review F10). `released` is read by the final SELECT only
 // so that it runs (PostgreSQL skips an unreferenced read-only WITH query); one index descent
 // per completed keyed event.
-constexpr const char* kFinishSql = R"SQL(
+const std::string kFinishSql = with_time(R"SQL(
 WITH input AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[]), pg_catalog.unnest($3::text[]),
                              pg_catalog.unnest($4::bigint[]), pg_catalog.unnest($5::text[]))
@@ -123,14 +133,14 @@ WITH input AS (
     ON CONFLICT DO NOTHING
 )
 SELECT lease_token::text FROM done WHERE (SELECT count(*) FROM released) >= 0
-)SQL";
+)SQL", 8);
 
 // Extend: rows another transaction holds locked right now (a handler's fence committing,
 // perhaps waiting for a synchronous standby) are skipped rather than waited for, so one
 // locked row cannot hold back every other lease of the host (review F10). A skipped row
 // still carries this host's token in the statement's snapshot and is reported kept: the
 // next beat extends it, or finds it gone. The rescuer skips locked rows too.
-constexpr const char* kExtendSql = R"SQL(
+const std::string kExtendSql = with_time(R"SQL(
 WITH held AS (
     SELECT * FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS h(event_id, lease_token)
 ), free AS (
@@ -144,10 +154,10 @@ WITH held AS (
 )
 SELECT e.lease_token::text FROM event_publication e JOIN held h ON h.event_id = e.event_id AND h.lease_token = e.lease_token
 WHERE e.event_id = ANY($1::uuid[])
-)SQL";
+)SQL", 4);
 
 // A released event is due again at once, its attempt given back.
-constexpr const char* kReleaseSet = R"SQL(
+const std::string kReleaseSet = R"SQL(
 UPDATE event_publication e
 SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END,
     attempt_count = greatest(e.attempt_count - 1, 0),
@@ -155,20 +165,20 @@ SET status = CASE WHEN e.attempt_count <= 1 THEN 'PENDING' ELSE 'RETRY_WAIT' END
     version = e.version + 1, updated_at = now()
 )SQL";
 
-const std::string kReleaseSql = std::string(kReleaseSet) + R"SQL(
+const std::string kReleaseSql = with_time(kReleaseSet + R"SQL(
 FROM ROWS FROM (pg_catalog.unnest($1::uuid[]), pg_catalog.unnest($2::uuid[])) AS r(event_id, lease_token)
 WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = r.event_id AND e.lease_token = r.lease_token
-)SQL";
+)SQL", 3);
 
 // Leases of this process ($1 its host id, $4 its incarnation, claimed at or after $2, the
 // server's clock when it started claiming) that it no longer tracks ($3: every token it does
 // track). The incarnation keeps another live process with the same host_id out (review F5);
 // a lease of a former process with the same host_id is left to the rescuer and its
 // quarantine rules.
-const std::string kReleaseUntrackedSql = std::string(kReleaseSet) + R"SQL(
+const std::string kReleaseUntrackedSql = with_time(kReleaseSet + R"SQL(
 WHERE e.status = 'PROCESSING' AND e.lease_owner = $1 AND e.lease_incarnation = $4
   AND e.updated_at >= $2::timestamptz AND e.lease_token <> ALL ($3::uuid[])
-)SQL";
+)SQL", 5);
 
 // Rescue: SKIP LOCKED so that hosts rescuing at the same moment split the work, and a row
 // whose handler transaction is committing right now (FOR SHARE) is left for the next pass.
@@ -181,7 +191,7 @@ WHERE e.status = 'PROCESSING' AND e.lease_owner = $1 AND e.lease_incarnation = $
 // in the suspect lane, where it is charged. Without a suspect (the first crash of a poison
 // event) every event in flight is charged, as nothing tells them apart. "Was running a
 // suspect" looks at the host's leases still held or rescued in the same statement.
-constexpr const char* kRescueSql = R"SQL(
+const std::string kRescueSql = with_time(R"SQL(
 WITH expired AS (
     SELECT event_id, lease_owner FROM event_publication
     WHERE status = 'PROCESSING' AND lease_expires_at < now()
@@ -207,7 +217,7 @@ SET status = CASE WHEN NOT r.bystander AND e.attempt_count >= $1 THEN 'REVIEW_RE
     version = e.version + 1, updated_at = now()
 FROM rescued r
 WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.event_id
-)SQL";
+)SQL", 3);
 
 // Parking (review F8): PENDING events that have been due for at least $2 ms and are still
 // held back by an unfinished or reviewed earlier event of their aggregate get next_attempt_at
@@ -218,7 +228,7 @@ WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.
 // locked earlier event is skipped, not waited for (the next earlier one, if any, serves).
 // Events due for less than $2 are left alone: a successor whose head is about to finish is
 // cheaper to walk past a few times than to park and release.
-const std::string kParkSql = R"SQL(
+const std::string kParkSql = with_time(R"SQL(
 WITH front AS (
     SELECT f.event_id, f.company_id, f.aggregate_key, f.aggregate_seq, f.next_attempt_at FROM event_publication f
     WHERE f.status IN ('PENDING', 'RETRY_WAIT') AND f.next_attempt_at <= now()
@@ -241,7 +251,7 @@ WITH front AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM front), (SELECT count(*) FROM parked)
-)SQL";
+)SQL", 3);
 
 // The sweep behind V22's trigger: per parked aggregate (one descent of
 // event_publication_parked_idx each, in key order after ($1, $2), at most $3 of them), the
@@ -328,7 +338,7 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
     const pqxx::result rows =
         db::exec_statement(conn_, suspect ? "outbox_claim_suspect" : "outbox_claim", suspect ? kClaimSuspectSql : kClaimSql,
                            db::pg_array(event_types), suspect ? 1 : limit, owner.host_id, static_cast<long long>(lease.count()),
-                           owner.incarnation);
+                           owner.incarnation, time_);
     claimed.reserve(rows.size());
     for (const auto& row : rows) {
         ClaimedEvent item;
@@ -371,7 +381,7 @@ std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch) {
     }
     const pqxx::result rows =
         db::exec_statement(conn_, "outbox_finish", kFinishSql, db::pg_array(ids), db::pg_array(tokens), db::pg_array(statuses),
-                           db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names));
+                           db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids), db::pg_array(consumed_names), time_);
     std::vector<std::string> applied;
     applied.reserve(rows.size());
     for (const auto& row : rows) applied.emplace_back(row[0].c_str());
@@ -386,7 +396,7 @@ std::vector<std::string> LeaseStore::extend(const std::vector<LeaseRef>& leases,
     }
     const pqxx::result rows =
         db::exec_statement(conn_, "outbox_extend", kExtendSql, db::pg_array(ids), db::pg_array(tokens),
-                           static_cast<long long>(lease.count()));
+                           static_cast<long long>(lease.count()), time_);
     std::vector<std::string> kept;
     for (const auto& row : rows) kept.emplace_back(row[0].c_str());
     return kept;
@@ -399,14 +409,14 @@ int LeaseStore::release(const std::vector<LeaseRef>& leases) {
         ids.push_back(ref.event_id);
         tokens.push_back(ref.lease_token);
     }
-    const pqxx::result rows = db::exec_statement(conn_, "outbox_release", kReleaseSql, db::pg_array(ids), db::pg_array(tokens));
+    const pqxx::result rows = db::exec_statement(conn_, "outbox_release", kReleaseSql, db::pg_array(ids), db::pg_array(tokens), time_);
     return static_cast<int>(rows.affected_rows());
 }
 
 int LeaseStore::release_untracked(const LeaseOwner& owner, const std::string& since,
                                   const std::vector<std::string>& tracked_tokens) {
     const pqxx::result rows = db::exec_statement(conn_, "outbox_release_untracked", kReleaseUntrackedSql, owner.host_id,
-                                                 since, db::pg_array(tracked_tokens), owner.incarnation);
+                                                 since, db::pg_array(tracked_tokens), owner.incarnation, time_);
     return static_cast<int>(rows.affected_rows());
 }
 
@@ -415,13 +425,13 @@ std::string LeaseStore::server_time() {
 }
 
 int LeaseStore::rescue_expired(int max_attempts, int limit) {
-    const pqxx::result rows = db::exec_statement(conn_, "outbox_rescue", kRescueSql, max_attempts, limit);
+    const pqxx::result rows = db::exec_statement(conn_, "outbox_rescue", kRescueSql, max_attempts, limit, time_);
     return static_cast<int>(rows.affected_rows());
 }
 
 ParkPass LeaseStore::park_blocked(int window, std::chrono::milliseconds min_wait) {
     const pqxx::result rows = db::exec_statement(conn_, "outbox_park", kParkSql, window,
-                                                 static_cast<long long>(min_wait.count()));
+                                                 static_cast<long long>(min_wait.count()), time_);
     return {rows[0][0].as<int>(), rows[0][1].as<int>()};
 }
 

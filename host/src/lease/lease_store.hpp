@@ -114,8 +114,14 @@ public:
     /// how many were released.
     int release_parked(int aggregates_per_statement = 1000);
 
+    /// The statements take `at` (a timestamptz, e.g. "2027-01-01 00:00:00+00") as the
+    /// current time instead of the server's now(): tests move time with it. Empty (the
+    /// default): the server's clock.
+    void set_time(std::string at) { time_ = std::move(at); }
+
 private:
     pqxx::connection& conn_;
+    std::string time_;
 };
 
 /// The fence a handler transaction runs just before its commit (outbox_fence(), migration
