@@ -53,15 +53,9 @@ std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& conf
 /// database.session_url (a direct connection). Throws StartError(2) when it is missing then.
 std::string migration_url(const config::Config& config);
 
-/// The composition root: everything `outboxd run` runs, built and stopped in one order.
-/// The test harness builds its hosts with it too, so tests exercise production wiring.
-///
-/// start(), in order: connection settings; the admin token key (a configuration error);
-/// the database (waiting up to database.startup_timeout) and the schema version (or
-/// migrating first); the plugin directory's first scan; the worker runtime; the admin
-/// listener (a bind failure ends start-up before anything is claimed); then claiming,
-/// the fleet registry, the plugin watcher and retention; then READY=1 and the STATUS= line
-/// (handlers and backlog, refreshed periodically) to the notifier. stop() runs the reverse order.
+/// The composition root: everything `outboxd run` runs, built and stopped in one order
+/// (docs/design.md, "Starting and stopping a host"). The test harness builds its hosts with
+/// it too, so tests exercise production wiring.
 class Host {
 public:
     struct Options {

@@ -27,14 +27,9 @@ inline bool sleep_for(std::chrono::milliseconds delay, std::stop_token stop) {
     return !cv.wait_for(lock, stop, delay, [] { return false; }) && !stop.stop_requested();
 }
 
-/// Settings of every bookkeeping session (see DbSession). Planner statistics of a queue
-/// table are wrong by design: the number of due or PROCESSING rows changes by orders of
-/// magnitude between two ANALYZEs. Trusting them, the planner turns the claim's ordered
-/// walk of the due index (which stops after LIMIT rows) into a bitmap scan that reads and
-/// sorts every due row, and the outcome statement's key lookups into a sequential scan of
-/// the table, once per batch: measured 100 ms per claim and 50-75 ms per outcome batch
-/// with a burst of 100,000 events. Every bookkeeping statement is meant to reach its rows
-/// through an index, so these sessions say so.
+/// Settings of every bookkeeping session: a queue table's statistics are stale by design,
+/// so its statements plan through indexes (docs/design.md, "Bookkeeping sessions plan
+/// through indexes").
 inline constexpr const char* kSessionSettings =
     "SET synchronous_commit = off; SET enable_seqscan = off; SET enable_bitmapscan = off";
 
@@ -44,13 +39,8 @@ inline std::string statement_timeout_sql(const ConnectionSettings& settings, con
 }
 
 /// A background component's own connection: opened on demand, dropped when broken, and
-/// re-opened with backoff. It carries only lease bookkeeping (claims, outcomes, heartbeats,
-/// rescues, the fleet registry), so it commits asynchronously: a PostgreSQL crash can lose
-/// the last few milliseconds of bookkeeping, which only means those events are delivered
-/// again. Everything that must survive a crash commits synchronously elsewhere: publishing
-/// (the application's transaction) and a handler's effects with its consumption row (whose
-/// WAL flush also makes every earlier bookkeeping record durable). Database failures are classified in classify_db_error and
-/// reported once per outage through the host's OutageLog.
+/// re-opened with backoff; it commits asynchronously (why that is safe: docs/design.md,
+/// "Bookkeeping sessions"). Failures are reported once per outage through the OutageLog.
 class DbSession {
 public:
     DbSession(std::string url, std::string component, OutageLog& outage)

@@ -83,18 +83,9 @@ struct SchemaStatus {
     std::vector<std::string> pending;  // file names not applied yet, in order
 };
 
-/// Applies the versioned migrations V<n>__<name>.sql in order. Each file runs in its own
-/// transaction together with its row in outbox_schema_history (version, file name,
-/// SHA-256 checksum, applied_at, duration), with search_path = <target schema>, pg_temp
-/// (the target is the connection's current_schema()), so functions declared SET search_path
-/// FROM CURRENT look names up in pg_catalog (searched first when not named), then the
-/// target schema, then pg_temp, and in no other schema. A file whose first line is
-/// `-- outboxd: no-transaction` runs outside a transaction (CREATE INDEX CONCURRENTLY),
-/// statement by statement (each ends with `;` at the end of a line; no dollar quoting);
-/// before each `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name` an INVALID index of
-/// that name (left by an earlier failed build) is dropped, so a failed file can be rerun.
-/// A session-level advisory lock makes two hosts migrating at once safe: the second waits
-/// and then finds nothing to do.
+/// Applies the versioned migrations V<n>__<name>.sql in order, each recorded with its
+/// checksum in outbox_schema_history (transactions, search_path, no-transaction files and
+/// the migration lock: docs/design.md, "Migrations").
 class Migrator {
 public:
     explicit Migrator(std::vector<EmbeddedMigration> migrations = embedded_migrations());

@@ -26,20 +26,8 @@ namespace outbox::dispatch {
 using routing::HandlerEntry;
 
 /// Enforces handlers.<name>.max_concurrency and rate_limit_per_second for the whole fleet,
-/// coordinated through PostgreSQL:
-/// - concurrency (migration V6): slot i of a handler is a row in outbox_handler_slot that a
-///   host takes with a fresh token and an expiry. A renewer thread pushes the expiry of the
-///   slots this host holds forward every `renew_interval`; a call gives its slot back when
-///   it ends. Renewals, releases and takes share one path (database.url; session_url only
-///   carries the LISTEN for releases). A host whose renewals fail keeps its slots (its calls
-///   go on) and takes no new ones; once they reach the database again it renews them, fenced
-///   on their tokens and never past their expiry. A host that dies
-///   frees its slots when they expire, at most `slot_ttl` after its last renewal. Waiting
-///   for a slot listens for releases (NOTIFY) and otherwise re-checks every `fallback_poll`.
-/// - rate (migration V2): every call reserves the next start time in outbox_handler_throttle,
-///   spaced 1/rate apart plus a small margin, so no 1-second window sees more than `rate`
-///   starts even with scheduling jitter, and calls are spread out rather than bursted.
-/// Thread-safe: workers call acquire() concurrently; no lock is held across a round trip.
+/// through PostgreSQL (slots and renewals, rate reservations: docs/design.md, "Fleet-wide
+/// limits"). Thread-safe: workers call acquire() concurrently; no lock is held across a round trip.
 class FleetLimiter {
 public:
     struct Options {

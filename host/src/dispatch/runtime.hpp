@@ -28,14 +28,7 @@ namespace outbox::dispatch {
 
 /// The worker side of one host: scheduler, workers, completer, heartbeat, rescuer, the
 /// NOTIFY listener and the deadline watch, each on its own thread with its own connection
-/// (handlers share a pool sized by database.pool_size).
-///
-/// Handler calls that overrun their deadline plus outbox.abandon_grace are abandoned: their
-/// ctx.db() session is ended, the worker's slot is given to a new thread, and the event stays
-/// leased to this host (the heartbeat extends it, its fleet slot stays taken) until the
-/// stuck call returns; then its attempt is stored as HANDLER_TIMEOUT. Beyond
-/// outbox.max_abandoned_threads stuck threads the runtime stops claiming and reports
-/// exhaustion, so the host can exit with code 3 and be restarted by its supervisor.
+/// (abandoned calls: docs/design.md, "Stuck handler calls").
 class Runtime {
 public:
     /// `on_exhausted` is called once (from an internal thread) when the abandoned-thread

@@ -18,16 +18,8 @@
 namespace outbox::dispatch {
 
 /// Claims due events of the types this host handles, never more than the work queue has
-/// free slots for, and hands them to the workers; besides, one suspect at a time for the
-/// work queue's suspect lane. Woken by NOTIFY, by a worker freeing a slot, or by the poll
-/// interval. Each pass of its loop is reported to the LoopObserver (when given), and no idle
-/// wait is longer than the observer allows.
-///
-/// An event type is not claimed while any of this host's handlers for it is paused
-/// fleet-wide: the event waits PENDING (or RETRY_WAIT) with its attempts untouched, instead
-/// of being claimed, run by its other handlers and left unfinished at the cost of an
-/// attempt on every pass. The paused set is re-read when the listener marks it stale and at
-/// every poll interval; nothing is claimed before the first read.
+/// free slots for, and hands them to the workers, with one suspect at a time for the
+/// suspect lane (wake-ups and paused handlers: docs/design.md, "The scheduler").
 class Scheduler {
 public:
     Scheduler(const RuntimeOptions& options, db::OutageLog& outage, WorkQueue& queue, InFlightTable& in_flight,

@@ -23,25 +23,8 @@ struct DirectoryChange {
 };
 
 /// The plugin directory as the host serves it: which file provides which handler, kept in
-/// step with the directory by rescan(). A file is (re)loaded when it appears or its
-/// identity (inode, size, modification time) changes, so the documented deploy step —
-/// write the file elsewhere in the same file system, then rename it into place — is seen
-/// as one new version. A file that fails to load, or that brings a handler_name another
-/// present file already provides, is rejected and the version already serving stays.
-///
-/// Trust: a plugin runs with the host's database credentials. The directory is opened
-/// without following a symbolic link, and it and every directory above it up to / must be
-/// owned by root or the user the host runs as and not writable by group or others (a
-/// sticky parent such as /tmp may be); otherwise the whole directory is one rejection.
-/// Each file is opened relative to that descriptor without following a symbolic link
-/// (symbolic links are refused: deploy by rename), and owner and mode are checked with
-/// fstat on the very descriptor the loader then copies from, so a file renamed over the
-/// name between check and load is never the one loaded.
-///
-/// Plugins that were replaced or removed are unloaded by reference count (Boost.DLL
-/// tutorial 8): the directory drops its reference at once, calls already claimed keep the
-/// old handler through the handler set their work holds, and the last reference to go
-/// destroys the handler and then closes the library. Not thread-safe: one owner calls rescan().
+/// step with the directory by rescan(). Not thread-safe: one owner calls rescan().
+/// Versions, trust checks and unloading: docs/design.md, "The plugin directory".
 class PluginDirectory {
 public:
     PluginDirectory(std::filesystem::path dir, std::filesystem::path private_dir, HandlerConfigs configs,
