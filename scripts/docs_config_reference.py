@@ -5,7 +5,7 @@
     docs_config_reference.py write OUTBOXD PAGE   rewrites the section
 
 The section is the text between the BEGIN GENERATED and END GENERATED config reference
-markers; the settings table in host/src/config/config.cpp is its one source.
+markers; the settings table in host/src/config/settings_table.cpp is its one source.
 """
 import difflib
 import re

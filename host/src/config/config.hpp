@@ -142,7 +142,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source, con
 Config load_config(const std::optional<std::string>& path, const EnvLookup& env);
 
 /// One configuration key as the reference documents it, taken from the settings table in
-/// config.cpp (the one place keys are declared).
+/// settings_table.cpp (the one place keys are declared).
 struct SettingReference {
     std::string key;            // "outbox.batch_size", "handlers.<name>.timeout"
     std::string env;            // its OUTBOX_* variable; empty: the file only
