@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 
@@ -144,6 +145,39 @@ std::unique_ptr<ChildProcess> Fleet::start(const std::string& name,
 }
 
 std::string Fleet::log(const std::string& name) const { return read_file((dir_.path() / (name + ".log")).string()); }
+
+std::string host_name(std::size_t i) { return "host-" + std::to_string(i); }
+
+std::vector<std::unique_ptr<ChildProcess>> start_hosts(const Fleet& fleet, std::size_t count) {
+    std::vector<std::unique_ptr<ChildProcess>> hosts(count);
+    for (std::size_t i = 0; i < count; ++i) hosts[i] = fleet.start(host_name(i));
+    return hosts;
+}
+
+std::mt19937 kill_schedule() {
+    const auto seed = std::random_device{}();
+    std::cout << "kill schedule seed: " << seed << "\n";
+    return std::mt19937(seed);
+}
+
+void kill_holding_host_and_restart(const Fleet& fleet, std::vector<std::unique_ptr<ChildProcess>>& hosts,
+                                   std::size_t victim, const std::string& url, std::chrono::seconds lease_wait,
+                                   long long& max_stuck) {
+    // Killed while it holds leases (a host restarted a moment ago may not have claimed yet):
+    // then every kill costs its events an attempt, which the tests count.
+    const std::string holds = "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' AND lease_owner = '" +
+                              host_name(victim) + "'";
+    ASSERT_TRUE(wait_until([&] { return count(url, holds) > 0; }, lease_wait))
+        << host_name(victim) << " never held a lease:\n" << fleet.log(host_name(victim));
+    hosts[victim]->signal(SIGKILL);
+    ASSERT_EQ(hosts[victim]->wait(10s), std::optional<int>(128 + SIGKILL));
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+        if (i == victim) continue;
+        ASSERT_FALSE(hosts[i]->wait(0ms)) << host_name(i) << " died:\n" << fleet.log(host_name(i));
+    }
+    max_stuck = std::max(max_stuck, stuck_processing(url, 5s));
+    hosts[victim] = fleet.start(host_name(victim));
+}
 
 void stop_cleanly(const Fleet& fleet, ChildProcess& host, const std::string& name) {
     host.signal(SIGTERM);

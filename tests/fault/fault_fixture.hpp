@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,6 +71,22 @@ private:
     TempDir dir_;
     std::string config_file_;
 };
+
+/// The fleet's i-th host's name, "host-<i>".
+std::string host_name(std::size_t i);
+
+/// `count` hosts of `fleet`, started as host_name(i).
+std::vector<std::unique_ptr<ChildProcess>> start_hosts(const Fleet& fleet, std::size_t count);
+
+/// A random source for a kill schedule; its seed is printed so a failed run can be replayed.
+std::mt19937 kill_schedule();
+
+/// Waits (up to `lease_wait`) until host `victim` of `hosts` holds a lease, SIGKILLs it and
+/// asserts (gtest) that the others live on; raises `max_stuck` to the stuck PROCESSING rows
+/// seen then (stuck_processing, 5 s slack), and starts the victim again under its name.
+void kill_holding_host_and_restart(const Fleet& fleet, std::vector<std::unique_ptr<ChildProcess>>& hosts,
+                                   std::size_t victim, const std::string& url, std::chrono::seconds lease_wait,
+                                   long long& max_stuck);
 
 /// Stops `host` (started as `name`) with SIGTERM and expects a clean exit.
 void stop_cleanly(const Fleet& fleet, ChildProcess& host, const std::string& name);

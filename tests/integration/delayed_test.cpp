@@ -14,6 +14,7 @@
 #include <pqxx/pqxx>
 
 #include "operations/event_query.hpp"
+#include "support/ordered_recorder.hpp"
 #include "outbox/publisher.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/temp_dir.hpp"
@@ -48,26 +49,8 @@ protected:
         return id;
     }
 
-    std::unique_ptr<TestHost> start_host() const {
-        const plugin::HandlerConfigs configs{{"ordered-recorder", nlohmann::json{{"file", record_.string()}}.dump()}};
-        auto host = std::make_unique<TestHost>(fast_options(db_.url(), "h1"),
-                                               std::vector<std::string>{OUTBOX_FIXTURE_ORDERED_RECORDER}, configs);
-        host->start();
-        return host;
-    }
-
-    /// Handler starts per aggregate key, in start order.
-    std::map<std::string, std::vector<std::string>> starts() const {
-        std::map<std::string, std::vector<std::string>> by_key;
-        std::ifstream in(record_);
-        std::string line;
-        while (std::getline(in, line)) {
-            const auto space = line.find(' ');
-            const auto id_end = line.find(' ', space + 1);
-            by_key[line.substr(0, space)].push_back(line.substr(space + 1, id_end - space - 1));
-        }
-        return by_key;
-    }
+    std::unique_ptr<TestHost> start_host() const { return start_ordered_recorder(fast_options(db_.url(), "h1"), record_); }
+    std::map<std::string, std::vector<std::string>> starts() const { return ordered_starts(record_); }
 
     /// Until the database's clock passes `id`'s deliver_after, checks every 50 ms that the
     /// event, and `waiting` when given, are still PENDING and were never claimed; false at

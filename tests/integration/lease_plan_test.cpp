@@ -8,6 +8,7 @@
 
 #include "db/db_session.hpp"
 #include "lease/lease_store.hpp"
+#include "support/bookkeeping_connection.hpp"
 #include "support/pg_fixture.hpp"
 
 namespace outbox::test {
@@ -22,8 +23,7 @@ protected:
         db_.exec("ANALYZE event_publication");
         db_.exec("INSERT INTO event_publication (company_id, event_type, payload) "
                  "SELECT 'acme', 'TestRequested', '{}' FROM generate_series(1, 50000)");
-        conn_ = std::make_unique<pqxx::connection>(db_.url());
-        pqxx::nontransaction(*conn_).exec(db::kSessionSettings);
+        conn_ = bookkeeping_connection(db_.url());
     }
 
     std::string plan(const std::string& statement) {

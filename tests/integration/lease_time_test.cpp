@@ -6,6 +6,7 @@
 
 #include "db/db_session.hpp"
 #include "lease/lease_store.hpp"
+#include "support/bookkeeping_connection.hpp"
 #include "support/pg_fixture.hpp"
 
 namespace outbox::test {
@@ -16,8 +17,7 @@ using namespace std::chrono_literals;
 class LeaseTime : public ::testing::Test {
 protected:
     void SetUp() override {
-        conn_ = std::make_unique<pqxx::connection>(db_.url());
-        pqxx::nontransaction(*conn_).exec(db::kSessionSettings);
+        conn_ = bookkeeping_connection(db_.url());
     }
 
     /// The server's time `offset` from now, as a timestamptz literal.

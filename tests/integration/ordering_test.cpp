@@ -18,6 +18,7 @@
 #include "operations/discard_service.hpp"
 #include "operations/event_query.hpp"
 #include "operations/retry_service.hpp"
+#include "support/ordered_recorder.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
@@ -47,32 +48,15 @@ protected:
 
     std::unique_ptr<TestHost> start_host(const std::string& id = "h1", int fail_percent = 0,
                                          std::chrono::milliseconds lease = 5s) const {
-        const plugin::HandlerConfigs configs{
-            {"ordered-recorder", nlohmann::json{{"file", record_.string()}, {"fail_percent", fail_percent}}.dump()}};
         auto options = fast_options(db_.url(), id);
         options.lease_duration = lease;
         // Failures on purpose must not use up the attempts: 20 % five times in a row happens
         // to one event in 600.
         if (fail_percent > 0) options.max_attempts = 25;
-        auto host = std::make_unique<TestHost>(options,
-                                               std::vector<std::string>{OUTBOX_FIXTURE_ORDERED_RECORDER}, configs);
-        host->start();
-        return host;
+        return start_ordered_recorder(options, record_, fail_percent);
     }
 
-    /// Handler starts per aggregate key ("" for unkeyed events), in start order.
-    std::map<std::string, std::vector<std::string>> starts() const {
-        std::map<std::string, std::vector<std::string>> by_key;
-        std::ifstream in(record_);
-        std::string line;
-        while (std::getline(in, line)) {
-            // "<key> <event id> <attempt>"; an unkeyed event's line starts with the space.
-            const auto space = line.find(' ');
-            const auto id_end = line.find(' ', space + 1);
-            by_key[line.substr(0, space)].push_back(line.substr(space + 1, id_end - space - 1));
-        }
-        return by_key;
-    }
+    std::map<std::string, std::vector<std::string>> starts() const { return ordered_starts(record_); }
 
     std::optional<nlohmann::json> blocked_by(const std::string& id) const {
         pqxx::connection conn(db_.url());

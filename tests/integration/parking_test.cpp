@@ -12,6 +12,7 @@
 #include "db/db_session.hpp"
 #include "lease/lease_store.hpp"
 #include "operations/event_query.hpp"
+#include "support/bookkeeping_connection.hpp"
 #include "support/pg_fixture.hpp"
 #include "support/test_host.hpp"
 
@@ -23,8 +24,7 @@ using namespace std::chrono_literals;
 class Parking : public ::testing::Test {
 protected:
     void SetUp() override {
-        conn_ = std::make_unique<pqxx::connection>(db_.url());
-        pqxx::nontransaction(*conn_).exec(db::kSessionSettings);
+        conn_ = bookkeeping_connection(db_.url());
         // A pass that waited for a lock this test holds would otherwise wait forever.
         pqxx::nontransaction(*conn_).exec("SET lock_timeout = '5s'");
     }

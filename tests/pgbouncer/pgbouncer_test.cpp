@@ -165,13 +165,9 @@ TEST(PgBouncerTransactionMode, SixHostsKilledAndPoolerRestartedLoseNothingAndLea
                                       {"OUTBOX_INITIAL_BACKOFF", "100ms"},
                                       {"OUTBOX_MAX_BACKOFF", "500ms"},
                                       {"OUTBOX_MAX_ATTEMPTS", std::to_string(kMaxAttempts)}});
-    std::array<std::unique_ptr<ChildProcess>, 6> hosts;
-    const auto name = [](std::size_t i) { return "host-" + std::to_string(i); };
-    for (std::size_t i = 0; i < hosts.size(); ++i) hosts[i] = fleet.start(name(i));
-
-    const auto seed = std::random_device{}();
-    std::cout << "kill schedule seed: " << seed << "\n";
-    std::mt19937 random(seed);
+    auto hosts = start_hosts(fleet, 6);
+    const auto name = host_name;
+    std::mt19937 random = kill_schedule();
     std::uniform_int_distribution<int> pause_ms(300, 1500);
     std::uniform_int_distribution<std::size_t> pick(0, hosts.size() - 1);
     long long max_stuck = 0;
@@ -190,18 +186,7 @@ TEST(PgBouncerTransactionMode, SixHostsKilledAndPoolerRestartedLoseNothingAndLea
         }
         const std::size_t victim = pick(random);
         ASSERT_GT(unsettled(cluster.url()), 0) << "kill " << kill << " must land mid-run for the test to mean anything";
-        const std::string holds = "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING' AND lease_owner = '" +
-                                  name(victim) + "'";
-        ASSERT_TRUE(wait_until([&] { return count(cluster.url(), holds) > 0; }, 30s))
-            << name(victim) << " never held a lease:\n" << fleet.log(name(victim));
-        hosts[victim]->signal(SIGKILL);
-        ASSERT_EQ(hosts[victim]->wait(10s), std::optional<int>(128 + SIGKILL));
-        for (std::size_t i = 0; i < hosts.size(); ++i) {
-            if (i == victim) continue;
-            ASSERT_FALSE(hosts[i]->wait(0ms)) << name(i) << " died:\n" << fleet.log(name(i));
-        }
-        max_stuck = std::max(max_stuck, stuck_processing(cluster.url(), 5s));
-        hosts[victim] = fleet.start(name(victim));
+        ASSERT_NO_FATAL_FAILURE(kill_holding_host_and_restart(fleet, hosts, victim, cluster.url(), 30s, max_stuck));
     }
     ASSERT_EQ(published, kEvents);
 
