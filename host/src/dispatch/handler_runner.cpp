@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "db/db_error.hpp"
+#include "db/event_sql.hpp"
 #include "dispatch/host_context.hpp"
 
 namespace outbox::dispatch {
@@ -37,12 +38,7 @@ core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::L
         auto conn = pool.acquire(std::chrono::steady_clock::now() + db::connection_settings().call_timeout);
         db::CallGuard guard(*conn);
         pqxx::read_transaction tx(*conn);
-        // A consumption row, or the event COMPLETED (a first-attempt completion writes no rows;
-        // hosts of the previous release write them): either way the handler's work is in.
-        const auto rows = tx.exec_params(
-            "SELECT 1 WHERE EXISTS (SELECT 1 FROM event_consumption WHERE event_id = $1::uuid AND handler_name = $2) "
-            "OR EXISTS (SELECT 1 FROM event_publication WHERE event_id = $1::uuid AND status = 'COMPLETED')",
-            lease.event_id, handler_name);
+        const auto rows = tx.exec_params(db::event_sql::kConsumedOrCompleted, lease.event_id, handler_name);
         if (!rows.empty()) return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
     } catch (...) {
         // Still unknown: a retry is safe because a committed consumption row makes the

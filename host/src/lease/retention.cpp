@@ -3,33 +3,10 @@
 #include <pqxx/pqxx>
 
 #include "db/db_session.hpp"
+#include "db/event_sql.hpp"
 #include "log/log.hpp"
 
 namespace outbox::lease {
-namespace {
-
-// The inner SELECT walks the completed_at partial index of one finished status (COMPLETED
-// or DISCARDED) oldest first; the outer status check keeps the DELETE honest even if a row
-// changed since (nothing moves rows out of either status today).
-std::string delete_batch_sql(const char* status) {
-    const std::string quoted = std::string("'") + status + "'";
-    return R"SQL(
-DELETE FROM event_publication
-WHERE event_id IN (
-    SELECT event_id FROM event_publication
-    WHERE status = )SQL" + quoted + R"SQL(
-      AND completed_at < coalesce($2::timestamptz, now()) - $1::bigint * interval '1 millisecond'
-    ORDER BY completed_at
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED)
-  AND status = )SQL" + quoted;
-}
-
-const std::string kDeleteCompletedSql = delete_batch_sql("COMPLETED");
-const std::string kDeleteDiscardedSql = delete_batch_sql("DISCARDED");
-
-}  // namespace
-
 namespace {
 // A pass stops between batches once it has run this long; a batch may then still take its
 // statement timeout (30 s).
@@ -44,7 +21,7 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
     long long deleted = 0;
     bool first = true;
     const auto started = std::chrono::steady_clock::now();
-    for (const std::string* sql : {&kDeleteCompletedSql, &kDeleteDiscardedSql}) {
+    for (const std::string* sql : {&db::event_sql::kDeleteCompleted, &db::event_sql::kDeleteDiscarded}) {
         for (;;) {
             pqxx::work tx(conn);
             if (!tx.exec_params1("SELECT pg_try_advisory_xact_lock($1)", kLockKey)[0].as<bool>()) {

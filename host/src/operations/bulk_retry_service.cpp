@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "core/identifiers.hpp"
+#include "db/event_sql.hpp"
 #include "db/perform.hpp"
 #include "db/pg_array.hpp"
 #include "operations/action_sql.hpp"
@@ -37,55 +38,10 @@ constexpr const char* kFindSingleSql = R"SQL(
 SELECT 1 FROM outbox_manual_retry WHERE ($1 = '' OR company_id = $1) AND idempotency_key_hash = $2 LIMIT 1
 )SQL";
 
-constexpr const char* kSelectSql = R"SQL(
-SELECT event_id::text, attempt_count FROM event_publication
-WHERE status = 'REVIEW_REQUIRED'
-  AND ($1::text IS NULL OR company_id = $1)
-  AND ($2::text IS NULL OR event_type = $2)
-  AND ($3::text IS NULL OR last_error_code = $3)
-  AND ($4::timestamptz IS NULL OR occurred_at < $4::timestamptz)
-  AND ($6::uuid[] IS NULL OR event_id = ANY ($6::uuid[]))
-  AND (NOT $7::boolean OR last_error_code IS NULL)
-ORDER BY occurred_at, event_id
-LIMIT $5
-FOR UPDATE SKIP LOCKED
-)SQL";
-
 constexpr const char* kInsertBulkSql = R"SQL(
 INSERT INTO outbox_bulk_retry (company_id, actor, reason, idempotency_key_hash, request_hash, filter, event_ids)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::uuid[])
 RETURNING id
-)SQL";
-
-// Exactly a one-event retry per event (see RetryService): PENDING, attempt_count 0, due now,
-// version + 1, no lease; each with its manual-retry and audit rows. The per-event key hash
-// is derived from the request's key, so each row keeps outbox_manual_retry's unique key.
-constexpr const char* kRedriveSql = R"SQL(
-WITH input AS (
-    SELECT * FROM unnest($1::uuid[], $2::integer[]) AS i(event_id, previous_attempt_count)
-), redriven AS (
-    UPDATE event_publication e
-    SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = e.version + 1,
-        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM input i
-    WHERE e.event_id = i.event_id AND e.event_id = ANY ($1::uuid[]) AND e.status = 'REVIEW_REQUIRED'
-    RETURNING e.event_id, e.company_id, e.event_type, e.version AS new_version, i.previous_attempt_count
-), recorded AS (
-    INSERT INTO outbox_manual_retry (event_id, company_id, actor, reason, idempotency_key_hash, request_hash,
-                                     previous_attempt_count, previous_status, previous_version, new_version)
-    SELECT event_id, company_id, $3, $4, encode(sha256(convert_to($5 || ':' || event_id::text, 'UTF8')), 'hex'), $6,
-           previous_attempt_count, 'REVIEW_REQUIRED', new_version - 1, new_version
-    FROM redriven
-    RETURNING id, event_id, company_id, previous_attempt_count, previous_version, new_version
-), audited AS (
-    INSERT INTO audit_event (actor, action, company_id, target_id, detail)
-    SELECT $3, 'outbox.manual_retry', company_id, event_id::text,
-           jsonb_build_object('manual_retry_id', id, 'bulk_retry_id', $7::bigint, 'channel', $8::text,
-                              'previous_status', 'REVIEW_REQUIRED', 'previous_attempt_count', previous_attempt_count,
-                              'previous_version', previous_version, 'new_version', new_version)
-    FROM recorded
-)
-SELECT DISTINCT event_type FROM redriven
 )SQL";
 
 std::vector<std::string> split_ids(const std::string& text) {
@@ -185,8 +141,8 @@ BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {
     std::vector<std::string> ids;
     std::vector<std::string> attempts;
     const std::optional<std::string> event_ids = f.event_ids ? std::optional(db::pg_array(*f.event_ids)) : std::nullopt;
-    for (const auto& row : tx.exec_params(kSelectSql, request.company_id, f.event_type, f.last_error_code,
-                                          f.occurred_before, f.limit, event_ids, f.no_error_code)) {
+    for (const auto& row : tx.exec_params(db::event_sql::kBulkRetrySelect, request.company_id, f.event_type,
+                                          f.last_error_code, f.occurred_before, f.limit, event_ids, f.no_error_code)) {
         ids.push_back(row[0].as<std::string>());
         attempts.push_back(row[1].as<std::string>());
     }
@@ -195,8 +151,9 @@ BulkRetryResult BulkRetryService::attempt(const BulkRetryRequest& request) {
                                          request_hash, filter.dump(), db::pg_array(ids))[0]
                              .as<long long>();
     if (!ids.empty()) {
-        const pqxx::result types = tx.exec_params(kRedriveSql, db::pg_array(ids), db::pg_array(attempts), request.actor,
-                                                  request.reason, key_hash, request_hash, bulk_id, request.channel);
+        const pqxx::result types =
+            tx.exec_params(db::event_sql::kBulkRedrive, db::pg_array(ids), db::pg_array(attempts), request.actor,
+                           request.reason, key_hash, request_hash, bulk_id, request.channel);
         // Delivered on commit; hosts that handle these types claim them at once.
         for (const auto& row : types) tx.exec_params(kNotifySql, row[0].as<std::string>());
     }

@@ -3,40 +3,13 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "db/event_sql.hpp"
+
 namespace outbox::operations {
 namespace {
 
-constexpr const char* kDiscardSql = R"SQL(
-UPDATE event_publication
-SET status = 'DISCARDED', completed_at = now(), version = version + 1,
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE event_id = $1::uuid AND status IN ('REVIEW_REQUIRED', 'PENDING', 'RETRY_WAIT') AND version = $2
-RETURNING version
-)SQL";
-
-// The aggregate's next waiting events may have other types than the discarded one: wake
-// the hosts that handle those (delivered on commit).
-constexpr const char* kNotifySuccessorsSql = R"SQL(
-SELECT pg_notify('outboxd_events', t.event_type)
-FROM (SELECT DISTINCT n.event_type
-      FROM event_publication d
-      JOIN event_publication n ON n.company_id = d.company_id AND n.aggregate_key = d.aggregate_key
-                              AND n.aggregate_seq > d.aggregate_seq
-      WHERE d.event_id = $1::uuid AND n.aggregate_seq IS NOT NULL
-        AND n.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')) t
-)SQL";
-
-// A cancel is a discard of an event that has not failed yet: same record, audit and checks.
-constexpr const char* kCancelSql = R"SQL(
-UPDATE event_publication
-SET status = 'DISCARDED', completed_at = now(), version = version + 1,
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE event_id = $1::uuid AND status IN ('PENDING', 'RETRY_WAIT') AND version = $2
-RETURNING version
-)SQL";
-
 void wake_successors(pqxx::work& tx, const std::string& event_id, const std::string&) {
-    tx.exec_params(kNotifySuccessorsSql, event_id);
+    tx.exec_params(db::event_sql::kNotifySuccessors, event_id);
 }
 
 }  // namespace
@@ -64,7 +37,7 @@ DiscardResult DiscardService::cancel(DiscardRequest request) {
                                      .record_table = "outbox_discard",
                                      .record_key = "discard_id",
                                      .audit_action = "outbox.cancel",
-                                     .update_sql = kCancelSql,
+                                     .update_sql = db::event_sql::kCancel,
                                      .bulk_keys_taken = false,
                                      .canonical = canonical_cancel_request,
                                      .wake = wake_successors};
@@ -78,7 +51,7 @@ DiscardResult DiscardService::discard(DiscardRequest request) {
                                       .record_table = "outbox_discard",
                                       .record_key = "discard_id",
                                       .audit_action = "outbox.discard",
-                                      .update_sql = kDiscardSql,
+                                      .update_sql = db::event_sql::kDiscard,
                                       .bulk_keys_taken = false,
                                       .canonical = canonical_discard_request,
                                       .wake = wake_successors};

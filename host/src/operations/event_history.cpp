@@ -5,22 +5,13 @@
 
 #include <pqxx/pqxx>
 
+#include "db/event_sql.hpp"
 #include "fleet/fleet_registry.hpp"
 
 namespace outbox::operations {
 namespace {
 
 using nlohmann::json;
-
-constexpr const char* kEventSql = R"SQL(
-SELECT status, event_type, to_char(completed_at, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM event_publication WHERE event_id = $1::uuid AND company_id = $2
-)SQL";
-
-constexpr const char* kConsumedSql = R"SQL(
-SELECT handler_name, to_char(consumed_at, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM event_consumption WHERE event_id = $1::uuid ORDER BY consumed_at, handler_name
-)SQL";
 
 // Both action tables are append-only and keyed by event; the channel (api or cli) and the
 // bulk request are recorded only in the action's audit row (V15's audit_event_target_idx).
@@ -84,11 +75,11 @@ std::optional<json> read_event_history(pqxx::connection& conn, const routing::Ha
     pqxx::read_transaction tx(conn);
     tx.exec("SET LOCAL statement_timeout = '5s'");
     tx.exec("SET LOCAL TIME ZONE 'UTC'");
-    const pqxx::result event = tx.exec_params(kEventSql, id, company_id);
+    const pqxx::result event = tx.exec_params(db::event_sql::kHistoryEvent, id, company_id);
     if (event.empty()) return std::nullopt;
     json consumed = json::array();
     std::set<std::string> recorded;
-    for (const auto& row : tx.exec_params(kConsumedSql, id)) {
+    for (const auto& row : tx.exec_params(db::event_sql::kHistoryConsumed, id)) {
         recorded.insert(row[0].c_str());
         consumed.push_back({{"handler", row[0].c_str()}, {"consumed_at", row[1].c_str()}, {"recorded", true}});
     }

@@ -8,50 +8,10 @@
 
 #include "core/event_status.hpp"
 #include "core/identifiers.hpp"
-#include "db/aggregate_order.hpp"
+#include "db/event_sql.hpp"
 
 namespace outbox::operations {
 namespace {
-
-// The operator's view of an event: never the payload or the dedup key (both may carry
-// business data); timestamps as ISO 8601 in UTC. blocked_by: the earliest unfinished or
-// reviewed event of the same aggregate that holds this waiting event back (the claim's
-// ordering rule), null when nothing does. deliver_after: the time a delayed event was
-// published for, null when it was not delayed. next_attempt_at of a parked event (held back by
-// its aggregate, see lease_store.cpp) is the time it became due, not the 'infinity' that parks
-// it. No lease_owner: it names the platform's host and pid, which only platform roles see (the
-// fleet).
-const std::string kColumns = R"SQL(
-json_build_object(
-    'event_id', p.event_id, 'company_id', p.company_id, 'event_type', p.event_type,
-    'aggregate_key', p.aggregate_key, 'status', p.status, 'attempt_count', p.attempt_count,
-    'next_attempt_at', CASE WHEN p.next_attempt_at = 'infinity' THEN )SQL" + db::due_since("p") + R"SQL( ELSE p.next_attempt_at END,
-    'last_error_code', p.last_error_code, 'version', p.version,
-    'occurred_at', p.occurred_at, 'updated_at', p.updated_at, 'completed_at', p.completed_at,
-    'lease_expires_at', p.lease_expires_at, 'deliver_after', p.deliver_after,
-    'blocked_by', CASE WHEN p.aggregate_seq IS NOT NULL AND p.status IN ('PENDING', 'RETRY_WAIT', 'REVIEW_REQUIRED') THEN
-        (SELECT earlier.event_id FROM event_publication earlier WHERE )SQL" + db::holds_back("earlier", "p") + R"SQL(
-         ORDER BY earlier.aggregate_seq LIMIT 1) END,
-    'consumed_by', ARRAY(SELECT c.handler_name FROM event_consumption c
-                         WHERE c.event_id = p.event_id ORDER BY c.handler_name))::text
-)SQL";
-
-const std::string kGetSql =
-    std::string("SELECT ") + kColumns + " FROM event_publication p WHERE p.event_id = $1::uuid AND p.company_id = $2";
-
-// Keyset paging on (occurred_at, event_id), newest first; the cursor is the last row's key.
-const std::string kListSql = std::string("SELECT ") + kColumns + R"SQL(,
-    (extract(epoch FROM p.occurred_at) * 1000000)::bigint, p.event_id::text
-FROM event_publication p
-WHERE p.company_id = $1
-  AND ($2::text IS NULL OR p.status = $2)
-  AND ($3::text IS NULL OR p.event_type = $3)
-  AND ($4::bigint IS NULL OR (p.occurred_at, p.event_id) <
-       (timestamptz 'epoch' + $4::bigint * interval '1 microsecond', $5::uuid))
-  AND ($7::text IS NULL OR p.last_error_code = $7)
-ORDER BY p.occurred_at DESC, p.event_id DESC
-LIMIT $6
-)SQL";
 
 template <class T>
 std::optional<T> parse_whole(std::string_view text) {
@@ -128,7 +88,7 @@ std::optional<FilterError> parse_event_filter(const std::optional<std::string>& 
 std::optional<nlohmann::json> EventQuery::get(const std::string& company_id, const std::string& event_id) {
     pqxx::work tx(conn_);
     prepare(tx);
-    const pqxx::result rows = tx.exec_params(kGetSql, event_id, company_id);
+    const pqxx::result rows = tx.exec_params(db::event_sql::kEventGet, event_id, company_id);
     tx.commit();
     if (rows.empty()) return std::nullopt;
     return nlohmann::json::parse(rows[0][0].c_str());
@@ -146,8 +106,8 @@ nlohmann::json EventQuery::list(const std::string& company_id, const EventFilter
     pqxx::work tx(conn_);
     prepare(tx);
     // One row more than asked tells whether there is a next page.
-    const pqxx::result rows = tx.exec_params(kListSql, company_id, filter.status, filter.event_type, after_micros,
-                                             after_id, filter.limit + 1, filter.last_error_code);
+    const pqxx::result rows = tx.exec_params(db::event_sql::kEventList, company_id, filter.status, filter.event_type,
+                                             after_micros, after_id, filter.limit + 1, filter.last_error_code);
     tx.commit();
     nlohmann::json events = nlohmann::json::array();
     const auto shown = std::min<std::size_t>(rows.size(), static_cast<std::size_t>(filter.limit));

@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include "core/event_status.hpp"
+#include "db/event_sql.hpp"
 #include "fleet/fleet_registry.hpp"
 #include "operations/backlog_query.hpp"
 
@@ -24,63 +25,6 @@ void prepare(pqxx::transaction_base& tx) {
 }
 
 constexpr const char* kNowSql = R"SQL(SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))SQL";
-
-// Counts per (event type, status) of one company: the unfinished statuses from the claim's
-// partial indexes (as large as the backlog), the finished ones from the company's rows
-// (about 350 ms for a million; the overview cache bounds how often).
-constexpr const char* kByTypeSql = R"SQL(
-SELECT event_type, status, count(*) FROM event_publication
-WHERE company_id = $1 AND status IN ('COMPLETED', 'DISCARDED') GROUP BY event_type, status
-UNION ALL
-SELECT event_type, status, count(*) FROM event_publication
-WHERE company_id = $1 AND status IN ('PENDING', 'RETRY_WAIT') GROUP BY event_type, status
-UNION ALL
-SELECT event_type, status, count(*) FROM event_publication
-WHERE company_id = $1 AND status = 'PROCESSING' GROUP BY event_type, status
-UNION ALL
-SELECT event_type, status, count(*) FROM event_publication
-WHERE company_id = $1 AND status = 'REVIEW_REQUIRED' GROUP BY event_type, status
-ORDER BY 1, 2
-)SQL";
-
-// The last 60 minutes, oldest first, the current (partial) minute last. completed: events
-// that completed in the minute. failed: the schema keeps no row per attempt, so this is
-// the events now waiting for a retry (RETRY_WAIT) or a person (REVIEW_REQUIRED) whose last
-// attempt failed in the minute; an event that failed and was retried again is counted at
-// its latest failure only. Each status is read from its own partial index.
-constexpr const char* kPerMinuteSql = R"SQL(
-WITH minutes AS (
-    SELECT m FROM generate_series(date_trunc('minute', now()) - interval '59 minutes', date_trunc('minute', now()),
-                                  interval '1 minute') AS m
-), completed AS (
-    SELECT date_trunc('minute', completed_at) AS m, count(*) AS n FROM event_publication
-    WHERE status = 'COMPLETED' AND company_id = $1 AND completed_at >= date_trunc('minute', now()) - interval '59 minutes'
-    GROUP BY 1
-), failed AS (
-    SELECT m, sum(n) AS n FROM (
-        SELECT date_trunc('minute', updated_at) AS m, count(*) AS n FROM event_publication
-        WHERE status = 'RETRY_WAIT' AND company_id = $1 AND updated_at >= date_trunc('minute', now()) - interval '59 minutes'
-        GROUP BY 1
-        UNION ALL
-        SELECT date_trunc('minute', updated_at), count(*) FROM event_publication
-        WHERE status = 'REVIEW_REQUIRED' AND company_id = $1 AND updated_at >= date_trunc('minute', now()) - interval '59 minutes'
-        GROUP BY 1) f
-    GROUP BY m
-)
-SELECT to_char(minutes.m, 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), coalesce(c.n, 0), coalesce(f.n, 0)
-FROM minutes LEFT JOIN completed c ON c.m = minutes.m LEFT JOIN failed f ON f.m = minutes.m
-ORDER BY minutes.m
-)SQL";
-
-// Read from event_publication_review_idx (company_id, updated_at) WHERE REVIEW_REQUIRED.
-constexpr const char* kReviewGroupsSql = R"SQL(
-SELECT event_type, last_error_code, count(*),
-       to_char(min(occurred_at), 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-       to_char(max(occurred_at), 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-FROM event_publication WHERE status = 'REVIEW_REQUIRED' AND company_id = $1
-GROUP BY event_type, last_error_code
-ORDER BY count(*) DESC, event_type, last_error_code NULLS FIRST
-)SQL";
 
 // The handlers the fleet knows: this host's and those every live host reports, each with
 // the union of the event types any host gives it.
@@ -108,7 +52,7 @@ json read_overview(pqxx::connection& conn, const routing::HandlerSet& local, con
     json counts = json::object();
     for (const std::string_view status : core::kStatusTexts) counts[std::string(status)] = 0;
     json by_type = json::array();
-    for (const auto& row : tx.exec_params(kByTypeSql, company_id)) {
+    for (const auto& row : tx.exec_params(db::event_sql::kOverviewByType, company_id)) {
         const auto count = row[2].as<long long>();
         by_type.push_back({{"event_type", row[0].c_str()}, {"status", row[1].c_str()}, {"count", count}});
         counts[row[1].c_str()] = counts.value(row[1].c_str(), 0LL) + count;
@@ -118,7 +62,7 @@ json read_overview(pqxx::connection& conn, const routing::HandlerSet& local, con
         oldest.push_back({{"handler", handler}, {"oldest_seconds", seconds}});
     }
     json per_minute = json::array();
-    for (const auto& row : tx.exec_params(kPerMinuteSql, company_id)) {
+    for (const auto& row : tx.exec_params(db::event_sql::kOverviewPerMinute, company_id)) {
         per_minute.push_back(
             {{"minute", row[0].c_str()}, {"completed", row[1].as<long long>()}, {"failed", row[2].as<long long>()}});
     }
@@ -147,7 +91,7 @@ json read_review_groups(pqxx::connection& conn, const std::string& company_id) {
     json groups = json::array();
     pqxx::read_transaction tx(conn);
     prepare(tx);
-    for (const auto& row : tx.exec_params(kReviewGroupsSql, company_id)) {
+    for (const auto& row : tx.exec_params(db::event_sql::kReviewGroups, company_id)) {
         groups.push_back({{"event_type", row[0].c_str()},
                           {"last_error_code", row[1].is_null() ? json(nullptr) : json(row[1].c_str())},
                           {"count", row[2].as<long long>()},

@@ -8,6 +8,7 @@
 
 #include "core/event_status.hpp"
 #include "core/identifiers.hpp"
+#include "db/event_sql.hpp"
 #include "db/perform.hpp"
 #include "operations/action_sql.hpp"
 #include "operations/text.hpp"
@@ -20,30 +21,9 @@ constexpr std::size_t kMinReason = 10;
 constexpr std::size_t kMaxReason = 300;
 constexpr std::size_t kMaxKey = 200;
 
-// FOR UPDATE serializes concurrent retries of one event; under READ COMMITTED the statements
-// after it see whatever the request it waited for committed.
-constexpr const char* kLockEventSql = R"SQL(
-SELECT company_id, status, version, attempt_count, event_type
-FROM event_publication WHERE event_id = $1::uuid FOR UPDATE
-)SQL";
-// The API's caller locks only a row of its own company: another company's event is never
-// locked nor waited for, so it answers exactly like a missing one (no BUSY-vs-403 oracle).
-constexpr const char* kLockOwnEventSql = R"SQL(
-SELECT company_id, status, version, attempt_count, event_type
-FROM event_publication WHERE event_id = $1::uuid AND company_id = $2 FOR UPDATE
-)SQL";
-
 // A key a bulk re-drive of this company used is taken as well (that was another request).
 constexpr const char* kFindBulkRetrySql = R"SQL(
 SELECT 1 FROM outbox_bulk_retry WHERE coalesce(company_id, '') = $1 AND idempotency_key_hash = $2
-)SQL";
-
-constexpr const char* kRedriveOneSql = R"SQL(
-UPDATE event_publication
-SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = version + 1,
-    lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE event_id = $1::uuid AND status = 'REVIEW_REQUIRED' AND version = $2
-RETURNING version
 )SQL";
 
 // Every action's record table has these columns (V5, V12).
@@ -74,7 +54,7 @@ const EventAction kRetry{.action = core::OperatorAction::Retry,
                          .record_table = "outbox_manual_retry",
                          .record_key = "manual_retry_id",
                          .audit_action = "outbox.manual_retry",
-                         .update_sql = kRedriveOneSql,
+                         .update_sql = db::event_sql::kRedriveOne,
                          .bulk_keys_taken = true,
                          .canonical = canonical_retry_request,
                          .wake = wake_type};
@@ -100,8 +80,9 @@ ActionStart start_event_action(pqxx::work& tx, const RetryRequest& request, cons
     const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_request);
     start.key_hash = hashes[0].as<std::string>();
     start.request_hash = hashes[1].as<std::string>();
-    start.event = request.company_id ? tx.exec_params(kLockOwnEventSql, request.event_id, *request.company_id)
-                                     : tx.exec_params(kLockEventSql, request.event_id);
+    start.event = request.company_id
+                      ? tx.exec_params(db::event_sql::kLockOwnEvent, request.event_id, *request.company_id)
+                      : tx.exec_params(db::event_sql::kLockEvent, request.event_id);
     start.company = request.company_id;
     if (!start.company && !start.event.empty()) start.company = start.event[0][0].as<std::string>();
     return start;

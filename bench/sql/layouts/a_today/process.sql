@@ -1,5 +1,5 @@
 -- One claim of up to :batch events and one finish of all of them, each its own statement
--- and transaction, with the text of host/src/lease/lease_store.cpp (kClaimSql, kFinishSql;
+-- and transaction, with the text of host/src/db/event_sql.hpp (kClaim, kFinish;
 -- no consumption rows: a single handler's success is the COMPLETED status).
 WITH due AS (
     SELECT event_id FROM event_publication
