@@ -14,7 +14,7 @@ namespace {
 
 using outbox::test::TestDatabase;
 
-// The shape of admin/event_query.cpp's list statement (first page and a later page).
+// The shape of the event list statement (db/event_sql.hpp, kEventList) (first page and a later page).
 constexpr const char* kListShape = R"SQL(
 EXPLAIN SELECT p.event_id, p.status, p.payload FROM event_publication p
 WHERE p.company_id = 'company-7' %s

@@ -245,7 +245,7 @@ TEST_F(Worker, SucceededHandlersWithoutDbAreRecordedEvenWhenAnotherFails) {
     EXPECT_EQ(db_.scalar("SELECT string_agg(handler_name, ',') FROM event_consumption"), "scripted");
 }
 
-// The rescue rule lives in SQL (lease_store.cpp): an expired lease with attempts left goes
+// The rescue rule lives in SQL (db/event_sql.hpp, kRescue): an expired lease with attempts left goes
 // back to RETRY_WAIT due now (WORKER_LOST); one whose attempts are used up goes to review.
 TEST_F(Worker, ExpiredLeaseIsRecoveredByAnotherHost) {
     const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true})", 2);
