@@ -24,6 +24,16 @@ inline std::string holds_back(const std::string& earlier, const std::string& lat
            ".status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')";
 }
 
+/// The same rule seen from the other side: the row `later` comes after the row `earlier`
+/// in their aggregate and is unfinished or waits for an operator, so it is what a finishing
+/// `earlier` may release. A SQL condition on the aliases `later` and `earlier`.
+inline std::string waits_behind(const std::string& later, const std::string& earlier) {
+    return later + ".company_id = " + earlier + ".company_id AND " + later + ".aggregate_key = " + earlier +
+           ".aggregate_key AND " + later + ".aggregate_seq > " + earlier + ".aggregate_seq AND " + later +
+           ".aggregate_seq IS NOT NULL AND " + later +
+           ".status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')";
+}
+
 /// When the row `alias` of event_publication became due: its publication, or the time its
 /// publisher asked for (deliver_after) when that is later. Lateness is counted from here, so
 /// a delayed event is not late before its time. A SQL expression.
@@ -150,9 +160,7 @@ WITH input AS (
     FROM done d
     CROSS JOIN LATERAL (
         SELECT later.event_type FROM event_publication later
-        WHERE later.company_id = d.company_id AND later.aggregate_key = d.aggregate_key
-          AND later.aggregate_seq > d.aggregate_seq AND later.aggregate_seq IS NOT NULL
-          AND later.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')
+        WHERE )SQL" + waits_behind("later", "d") + R"SQL(
         ORDER BY later.aggregate_seq
         LIMIT 1
     ) n
@@ -399,14 +407,12 @@ RETURNING version
 
 // The aggregate's next waiting events may have other types than the discarded one: wake
 // the hosts that handle those (delivered on commit).
-inline constexpr const char* kNotifySuccessors = R"SQL(
+inline const std::string kNotifySuccessors = R"SQL(
 SELECT pg_notify('outboxd_events', t.event_type)
 FROM (SELECT DISTINCT n.event_type
       FROM event_publication d
-      JOIN event_publication n ON n.company_id = d.company_id AND n.aggregate_key = d.aggregate_key
-                              AND n.aggregate_seq > d.aggregate_seq
-      WHERE d.event_id = $1::uuid AND n.aggregate_seq IS NOT NULL
-        AND n.status IN ('PENDING', 'PROCESSING', 'RETRY_WAIT', 'REVIEW_REQUIRED')) t
+      JOIN event_publication n ON )SQL" + waits_behind("n", "d") + R"SQL(
+      WHERE d.event_id = $1::uuid) t
 )SQL";
 
 // The events a bulk re-drive takes, oldest first; another request's locked rows are skipped.
