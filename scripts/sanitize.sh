@@ -67,7 +67,7 @@ export TSAN_OPTIONS="log_path=$reports/tsan:second_deadlock_stack=1:halt_on_erro
 
 pg_dir=$(mktemp -d /tmp/outbox-pg.XXXXXX)
 trap '"$root/scripts/pg.sh" stop "$pg_dir" || true' EXIT
-OUTBOX_TEST_DATABASE_URL=$("$root/scripts/pg.sh" start "$pg_dir" "$("$root/scripts/pg.sh" free-port)")
+OUTBOX_TEST_DATABASE_URL=$("$root/scripts/pg.sh" start "$pg_dir" "$("$root/scripts/pg.sh" free-port)" --non-durable)
 export OUTBOX_TEST_DATABASE_URL
 
 status=0

@@ -37,7 +37,7 @@ durations=("build: $((SECONDS - build_started)) s")
 pg_dir=$(mktemp -d /tmp/outbox-pg.XXXXXX)
 trap '"$root/scripts/pg.sh" stop "$pg_dir" || true' EXIT
 port=$("$root/scripts/pg.sh" free-port)
-OUTBOX_TEST_DATABASE_URL=$("$root/scripts/pg.sh" start "$pg_dir" "$port")
+OUTBOX_TEST_DATABASE_URL=$("$root/scripts/pg.sh" start "$pg_dir" "$port" --non-durable)
 export OUTBOX_TEST_DATABASE_URL
 echo "test.sh: PostgreSQL at $OUTBOX_TEST_DATABASE_URL" >&2
 

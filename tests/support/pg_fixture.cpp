@@ -35,6 +35,23 @@ void exec_on_server(const std::string& sql) {
 
 void drop_template_at_exit() noexcept;
 
+// How each test's database is copied from the template. FILE_COPY copies the files and
+// checkpoints before and after, which without fsync costs a third of the CPU of PostgreSQL
+// 15's default (WAL_LOG writes every page of the copy to the WAL); with fsync on, its
+// checkpoints make it several times slower, so it is chosen only then (scripts/pg.sh
+// --non-durable, as the test stages start their cluster).
+std::string copy_strategy() {
+    static const std::string strategy = [] {
+        pqxx::connection conn{server_url()};
+        pqxx::nontransaction tx{conn};
+        const bool file_copy = tx.exec1("SELECT current_setting('fsync') = 'off' AND "
+                                        "current_setting('server_version_num')::int >= 150000")[0]
+                                   .as<bool>();
+        return std::string{file_copy ? " STRATEGY FILE_COPY" : ""};
+    }();
+    return strategy;
+}
+
 struct TemplateState {
     std::mutex mutex;
     std::optional<std::string> name;
@@ -209,7 +226,7 @@ TestDatabase::TestDatabase() {
     static std::atomic<int> counter{0};
     const std::string source = template_database();
     name_ = "outbox_test_" + pid_suffix() + "_" + std::to_string(++counter);
-    exec_on_server("CREATE DATABASE " + quote_ident(name_) + " TEMPLATE " + quote_ident(source));
+    exec_on_server("CREATE DATABASE " + quote_ident(name_) + " TEMPLATE " + quote_ident(source) + copy_strategy());
     url_ = with_database(server_url(), name_);
 }
 
