@@ -28,10 +28,16 @@ build_dir=${OUTBOX_BUILD_DIR:-$root/build}
 
 # shellcheck source=scripts/ccache.sh
 source "$root/scripts/ccache.sh"
+# Busy CPU-seconds of the whole machine so far (every core, background builds included),
+# from /proc/stat's clock ticks: the summary says how busy each stage kept the cores.
+cpu_busy() {
+  awk -v hz="$(getconf CLK_TCK)" '/^cpu / { printf "%d\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz }' /proc/stat
+}
+busy_at_start=$(cpu_busy)
 build_started=$SECONDS
 cmake -S "$root" -B "$build_dir" "${build_flags[@]}" -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=ON "${launcher[@]}"
 cmake --build "$build_dir" -j"$(nproc)"
-durations=("build: $((SECONDS - build_started)) s")
+durations=("build: $((SECONDS - build_started)) s, CPU busy $(($(cpu_busy) - busy_at_start)) s")
 
 # Under /tmp: the postgres user must reach it, and the socket path must stay short.
 pg_dir=$(mktemp -d /tmp/outbox-pg.XXXXXX)
@@ -60,11 +66,12 @@ stage() {
   stage_count=$((stage_count + 1))
   local log="$stage_logs/$stage_count.log"
   local code=0
-  local started=$SECONDS
+  local started=$SECONDS busy
+  busy=$(cpu_busy)
   timeout -k 30 "$limit" "$@" 2>&1 | tee "$log" || code=${PIPESTATUS[0]}
   local command="$*"
   command=${command//"$build_dir"/build}
-  durations+=("${command//"$root/"/}: $((SECONDS - started)) s")
+  durations+=("${command//"$root/"/}: $((SECONDS - started)) s, CPU busy $(($(cpu_busy) - busy)) s")
   if ((code != 0)); then
     failed+=("$*")
     failed_logs+=("$log")
@@ -141,7 +148,7 @@ stage 120 "$root/scripts/check-observability.sh"
 # CI machine, or a developer's who asked for the whole suite).
 stage 2400 "${as_root[@]}" "$root/scripts/package-test.sh"
 # How long each stage took, for the README's table (the whole run: $SECONDS s).
-printf 'test.sh: took %s\n' "${durations[@]}" "in all: $SECONDS s" >&2
+printf 'test.sh: took %s\n' "${durations[@]}" "in all: $SECONDS s, CPU busy $(($(cpu_busy) - busy_at_start)) s of $((SECONDS * $(nproc))) core-seconds" >&2
 if ((${#failed[@]})); then
   for log in "${failed_logs[@]}"; do
     echo "test.sh: ===== the last 150 lines of a failed stage ($log) =====" >&2

@@ -71,7 +71,8 @@ trap "exit 143" TERM INT
 keep_logs=1  # until the end is reached
 
 port=$("$root/scripts/pg.sh" free-port)
-server=$("$root/scripts/pg.sh" start "$pg_dir" "$port")
+# Without fsync: nothing here crashes the server or the machine (scripts/pg.sh).
+server=$("$root/scripts/pg.sh" start "$pg_dir" "$port" --non-durable)
 url=${server%/postgres}/upgrade
 psql -X -q -v ON_ERROR_STOP=1 "$server" -c "CREATE DATABASE upgrade" >/dev/null
 sql() { psql -X -q -t -A -v ON_ERROR_STOP=1 "$url" -c "$1"; }

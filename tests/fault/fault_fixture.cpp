@@ -203,7 +203,9 @@ OwnCluster::OwnCluster(bool start_now) {
 }
 
 void OwnCluster::start() {
-    url_ = last_line(shell(pg_script() + " start " + dir_ + " " + std::to_string(port_)));
+    // Without fsync (pg.sh --non-durable): a killed or restarted server loses nothing this
+    // way, which is all these tests do to it; only an operating-system crash would.
+    url_ = last_line(shell(pg_script() + " start " + dir_ + " " + std::to_string(port_) + " --non-durable"));
     started_ = true;
     {
         pqxx::connection conn(url_);
