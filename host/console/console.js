@@ -12,7 +12,6 @@
   const REFRESH_MS = 3000;
   const REASON_MIN = 10;
   const REASON_MAX = 300;
-  const MAX_BULK_RETRY = 1000;  // the API's limit per bulk re-drive request (kMaxBulkRetry)
 
   const state = { token: null, me: null, timer: null, route: null, reviewGroup: null };
 
@@ -446,7 +445,7 @@
         // A group can take several requests: a second click meanwhile would start a second pass.
         redriveGroup.disabled = true;
         try {
-          await redriveGroupEvents(group, reason, result, refresh);
+          await redriveGroupEvents(group, reason, confirmBox, result, refresh);
         } finally {
           redriveGroup.disabled = false;
         }
@@ -477,33 +476,64 @@
     if (answer.ok) reloadGroups();
   }
 
-  // The API re-drives at most kMaxBulkRetry (1,000) events per request, the oldest first, so a
-  // larger group takes several requests; the group's count when it was read bounds them, so
-  // events that fail again during the loop are not re-driven a second time.
-  async function redriveGroupEvents(group, reason, result, reloadGroups) {
-    const wanted = Number(group.count) || 0;
-    let total = 0;
+  // A whole group is re-driven by an operator job (POST /api/v1/admin/operations): a dry run
+  // first shows how many events it takes, the confirmation starts the job, and its progress
+  // is read until it is over. Any size: the hosts work it in batches.
+  async function redriveGroupEvents(group, reason, confirmBox, result, reloadGroups) {
+    // A group without a code asks for exactly that; the API refuses a null code.
+    const filter = group.last_error_code
+      ? { event_type: group.event_type, last_error_code: group.last_error_code, status: 'REVIEW_REQUIRED' }
+      : { event_type: group.event_type, no_error_code: true, status: 'REVIEW_REQUIRED' };
+    const body = { action: 'redrive', filter: filter, reason: reason.input.value.trim(), dry_run: true };
+    result.replaceChildren(el('p', { class: 'muted', text: 'Counting…' }));
+    const preview = await api('POST', '/api/v1/admin/operations', body);
+    if (failed(preview)) return;
+    if (!preview.ok) {
+      showAnswer(result, preview, () => '');
+      return;
+    }
+    result.replaceChildren();
+    const yes = el('button', { type: 'button', id: 'redrive-group-confirm', text: 'Re-drive ' + preview.data.count + ' event(s)' });
+    const no = el('button', { type: 'button', class: 'secondary', id: 'redrive-group-cancel', text: 'Cancel' });
+    no.addEventListener('click', () => confirmBox.replaceChildren());
+    yes.addEventListener('click', async () => {
+      confirmBox.replaceChildren();
+      await runRedriveJob(Object.assign({}, body, { dry_run: false }), result, reloadGroups);
+    });
+    confirmBox.replaceChildren(el('div', { class: 'confirm', id: 'redrive-group-preview', role: 'group' },
+      el('p', { 'data-field': 'count', text: preview.data.count + ' event(s) of this group match now. Re-drive them all?' }),
+      el('div', { class: 'row' }, yes, no)));
+  }
+
+  async function runRedriveJob(body, result, reloadGroups) {
+    result.replaceChildren(el('p', { class: 'muted', text: 'Starting…' }));
+    const started = await api('POST', '/api/v1/admin/operations', body, { 'Idempotency-Key': newKey() });
+    if (failed(started)) return;
+    if (!started.ok) {
+      showAnswer(result, started, () => '');
+      return;
+    }
+    const path = '/api/v1/admin/operations/' + encodeURIComponent(started.data.operation_id);
+    const progress = el('p', { id: 'operation-progress', class: 'muted', 'aria-live': 'polite', text: 'Re-driving…' });
+    result.replaceChildren(progress);
     for (;;) {
-      const limit = Math.max(1, Math.min(MAX_BULK_RETRY, wanted - total));
-      result.replaceChildren(el('p', { class: 'muted', text: 'Sending… ' + total + ' of ' + wanted + ' re-driven so far.' }));
-      // A group without a code asks for exactly that; the API refuses a null code.
-      const filter = group.last_error_code
-        ? { event_type: group.event_type, last_error_code: group.last_error_code, limit: limit }
-        : { event_type: group.event_type, no_error_code: true, limit: limit };
-      const answer = await api('POST', '/api/v1/admin/outbox-events/retry',
-        { filter: filter, reason: reason.input.value.trim() }, { 'Idempotency-Key': newKey() });
-      if (failed(answer)) return;
-      if (!answer.ok) {
-        showAnswer(result, answer, () => '');
-        if (total) result.append(el('p', { class: 'hint', text: total + ' event(s) were re-driven before this answer.' }));
+      const job = await api('GET', path);
+      if (failed(job)) return;
+      if (!job.ok) {
+        showAnswer(result, job, () => '');
+        return;
+      }
+      const d = job.data;
+      progress.textContent = 'Re-driving… ' + d.done + ' of ' + d.total + ' done' + (d.failed ? ', ' + d.failed + ' failed' : '') + '.';
+      if (d.state !== 'running') {
+        const ok = d.state === 'done';
+        showAnswer(result, ok ? { ok: true, data: d } : { ok: false, code: 'OPERATION_' + d.state.toUpperCase(), message: d.done + ' event(s) were re-driven before it stopped.' },
+          (x) => 'Re-driven: ' + x.done + ' event(s) are PENDING again.' + (x.failed ? ' ' + x.failed + ' changed meanwhile and were left as they are.' : ''));
         reloadGroups();
         return;
       }
-      total += answer.data.count;
-      if (answer.data.count < limit || total >= wanted) break;
+      await new Promise((resolve) => setTimeout(resolve, 300));
     }
-    showAnswer(result, { ok: true, data: { count: total } }, (d) => 'Re-driven: ' + d.count + ' event(s) are PENDING again.');
-    reloadGroups();
   }
 
   function askDiscard(event, reason, confirmBox, result, reloadGroups) {

@@ -424,6 +424,14 @@ def run(args, workdir):
         browser.screenshot('review')
         browser.screenshot('review-390px', width=390)
         browser.find('#redrive-group').click()
+        # The dry run's count comes before the confirmation, and changes nothing.
+        preview = wait_for('the dry-run count', lambda: browser.visible('#redrive-group-preview [data-field="count"]'))
+        check(preview.text.startswith('4 event(s)'), 'the dry run counts our 4 events: ' + preview.text)
+        check(db.counts(OURS)['REVIEW_REQUIRED'] == 8, 'the dry run re-drives nothing')
+        check(db.sql('SELECT count(*) FROM outbox_operation') == '0', 'the dry run starts no job')
+        browser.screenshot('review-confirm')
+        browser.screenshot('review-confirm-390px', width=390)
+        browser.find('#redrive-group-confirm').click()
         answer = wait_for('the re-drive answer', lambda: browser.visible('#action-result [data-outcome]'))
         check(answer.get_attribute('data-outcome') == 'ok' and '4 event' in answer.text, 'the re-drive answer: ' + answer.text)
         wait_for('the re-driven events to complete',
@@ -490,6 +498,9 @@ def run(args, workdir):
         wait_for('its two events', lambda: len(browser.find_all('#group-events tr[data-event-id]')) == 2)
         browser.find('#action-reason').send_keys('the batch service is back up')
         browser.find('#redrive-group').click()
+        wait_for('the no-code dry run', lambda: browser.visible('#redrive-group-confirm'))
+        check(browser.text('#redrive-group-preview').startswith('2 event(s)'), 'the no-code group counts 2')
+        browser.find('#redrive-group-confirm').click()
         answer = wait_for('the no-code re-drive answer', lambda: browser.visible('#action-result [data-outcome]'))
         check(answer.get_attribute('data-outcome') == 'ok' and '2 event' in answer.text,
               'the no-code group re-drive answer: ' + answer.text)
@@ -568,6 +579,12 @@ def run(args, workdir):
         browser.find('#action-reason').clear()
         browser.find('#action-reason').send_keys('the category service limit was raised')
         browser.find('#redrive-group').click()
+        wait_for('the large dry run', lambda: browser.visible('#redrive-group-confirm'))
+        check(browser.text('#redrive-group-preview').startswith('%d event(s)' % BIG_GROUP), 'the large group\'s dry-run count')
+        check(big('REVIEW_REQUIRED') == BIG_GROUP, 'the dry run changes nothing')
+        browser.find('#redrive-group-confirm').click()
+        progress = wait_for('the job\'s progress', lambda: browser.visible('#operation-progress, #action-result [data-outcome]'))
+        check(progress is not None, 'the progress or the outcome is shown')
         answer = wait_for('the large re-drive answer',
                           lambda: browser.visible('#action-result [data-outcome="ok"]')
                           if ('%d event' % BIG_GROUP) in browser.text('#action-result') else None, timeout=60)

@@ -1,5 +1,5 @@
 // The operations surface of the real binary: the admin listener's start-up, a host with
-// processing disabled that still serves, and `outboxd retry`.
+// processing disabled that still serves, `outboxd retry` and `outboxd operations`.
 #include <gtest/gtest.h>
 
 #include <pwd.h>
@@ -251,6 +251,75 @@ TEST_F(AdminE2e, RetryCommandFollowsTheApiRules) {
     for (const auto& output : {stale.second, terse.second, reused.second, unknown.second}) {
         EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << "one line: " << output;
     }
+}
+
+TEST_F(AdminE2e, OperationsCommandsRunAJobInBatchesAndARunningHostFinishesADetachedOne) {
+    db_.exec("SELECT outbox_publish(c, 'TestRequested', '{}'::jsonb) "
+             "FROM (SELECT CASE WHEN i <= 1200 THEN 'acme' ELSE 'globex' END AS c FROM generate_series(1, 1203) i) s");
+    db_.exec("UPDATE event_publication SET status = 'REVIEW_REQUIRED', attempt_count = 3, version = 4, "
+             "last_error_code = 'HTTP_422', next_attempt_at = now() + interval '1 hour'");
+    const auto environment = env(free_port());
+    const std::string reason = "remote fixed after incident 42";
+    auto operations = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {OUTBOXD_BINARY, "operations"});
+        return run_command(args, environment, 60s);
+    };
+
+    const auto dry = operations({"start", "--action", "redrive", "--code", "HTTP_422", "--company", "acme", "--reason",
+                                 reason, "--dry-run"});
+    EXPECT_EQ(dry.first, 0) << dry.second;
+    EXPECT_NE(dry.second.find("1200 event(s) match; nothing changed"), std::string::npos) << dry.second;
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE status = 'REVIEW_REQUIRED'"), 1203);
+    const auto keyless = operations({"start", "--action", "redrive", "--code", "HTTP_422", "--reason", reason});
+    EXPECT_EQ(keyless.first, 2) << keyless.second;
+    const auto bad = operations({"start", "--action", "redrive", "--status", "PENDING", "--reason", reason,
+                                 "--idempotency-key", "cli-op-0"});
+    EXPECT_EQ(bad.first, 1) << bad.second;
+    EXPECT_NE(bad.second.find("INVALID_STATUS"), std::string::npos) << bad.second;
+
+    const auto run = operations({"start", "--action", "redrive", "--code", "HTTP_422", "--company", "acme", "--reason",
+                                 reason, "--idempotency-key", "cli-op-1"});
+    ASSERT_EQ(run.first, 0) << run.second;
+    EXPECT_NE(run.second.find(": done, 1200 of 1200 done, 0 failed"), std::string::npos) << run.second;
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE company_id = 'acme' AND status = 'PENDING'"), 1200);
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE company_id = 'globex' AND status = 'REVIEW_REQUIRED'"), 3);
+    EXPECT_EQ(count("SELECT count(*) FROM outbox_manual_retry"), 1200);
+    EXPECT_EQ(count("SELECT count(*) FROM audit_event WHERE action = 'outbox.manual_retry' AND detail ->> 'channel' = 'cli'"),
+              1200);
+    const auto id_at = run.second.find("operation ") + std::strlen("operation ");
+    const std::string id = run.second.substr(id_at, 36);
+
+    const auto replay = operations({"start", "--action", "redrive", "--code", "HTTP_422", "--company", "acme",
+                                    "--reason", reason, "--idempotency-key", "cli-op-1"});
+    EXPECT_EQ(replay.first, 0) << replay.second;
+    EXPECT_NE(replay.second.find("operation " + id + ": already started"), std::string::npos) << replay.second;
+    const auto shown = operations({"show", id, "--format", "json"});
+    ASSERT_EQ(shown.first, 0) << shown.second;
+    const json status = json::parse(shown.second);
+    EXPECT_EQ(status["state"], "done");
+    EXPECT_EQ(status["total"], 1200);
+    EXPECT_EQ(status["done"], 1200);
+    const auto over = operations({"cancel", id});
+    EXPECT_EQ(over.first, 0) << over.second;
+    EXPECT_NE(over.second.find("already over"), std::string::npos) << over.second;
+    EXPECT_EQ(operations({"show", "0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10"}).first, 1);
+
+    // Detached: the command only starts the job; a running host (even one that claims
+    // nothing) works it.
+    const auto detached = operations({"start", "--action", "discard", "--company", "globex", "--status",
+                                      "REVIEW_REQUIRED", "--reason", reason, "--idempotency-key", "cli-op-2", "--detach"});
+    ASSERT_EQ(detached.first, 0) << detached.second;
+    const std::string second = detached.second.substr(detached.second.find("operation ") + 10, 36);
+    EXPECT_EQ(db_.scalar("SELECT state FROM outbox_operation WHERE id = '" + second + "'"), "running");
+    auto host_env = environment;
+    host_env["OUTBOX_ENABLED"] = "false";
+    ChildProcess host({OUTBOXD_BINARY, "run"}, host_env, (dir_.path() / "jobs-host.log").string());
+    EXPECT_TRUE(wait_until([&] { return db_.scalar("SELECT state FROM outbox_operation WHERE id = '" + second + "'") == "done"; },
+                           30s))
+        << log("jobs-host.log");
+    EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE company_id = 'globex' AND status = 'DISCARDED'"), 3);
+    host.signal(SIGTERM);
+    EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("jobs-host.log");
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ struct AdminServer::Impl {
         add_retry_endpoints(router, context);
         add_operator_endpoints(router, context);
         add_discard_endpoints(router, context);
+        add_operation_endpoints(router, context);
         add_fleet_endpoints(router, context);
         add_identity_endpoints(router, context);
         add_overview_endpoints(router, context);

@@ -19,6 +19,9 @@ void add_operator_endpoints(Router& router, AdminContext& context);
 /// POST /api/v1/admin/outbox-events/{id}/discard and .../{id}/cancel (the same request and
 /// answers as the retry).
 void add_discard_endpoints(Router& router, AdminContext& context);
+/// POST /api/v1/admin/operations, GET /api/v1/admin/operations/{id} and
+/// POST /api/v1/admin/operations/{id}/cancel (operator jobs).
+void add_operation_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/fleet.
 void add_fleet_endpoints(Router& router, AdminContext& context);
 /// GET /api/v1/admin/me (any authenticated caller: who the token says it is).

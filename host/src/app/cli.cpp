@@ -29,6 +29,8 @@ struct CommandLine {
     std::string new_plugin_name;
     std::string new_plugin_dir;
     RetryArgs retry_args;
+    OperationArgs operation_args;
+    std::string operation_id;
     std::string handler_name;
     std::string registry_file;
     std::string list_format = "text";
@@ -43,6 +45,9 @@ struct CommandLine {
     CLI::App* apply = nullptr;
     CLI::App* list = nullptr;
     CLI::App* reference = nullptr;
+    CLI::App* op_start = nullptr;
+    CLI::App* op_show = nullptr;
+    CLI::App* op_cancel = nullptr;
 
     std::optional<bool> require_flag() const {
         return require_registered_types.empty() ? std::nullopt : std::optional<bool>(require_registered_types == "true");
@@ -80,6 +85,37 @@ void add_host_commands(CLI::App& app, CommandLine& c) {
     c.new_plugin->add_option("--dir", c.new_plugin_dir, "the folder to create (must not exist or be empty)")->required();
 }
 
+/// operations start|show|cancel.
+void add_operations_commands(CLI::App& app, CommandLine& c) {
+    auto* operations = app.add_subcommand(
+        "operations", "operator jobs: re-drive, discard or cancel every event a filter matches, in batches");
+    operations->require_subcommand(1);
+    OperationArgs& o = c.operation_args;
+    c.op_start = operations->add_subcommand("start", "start a job (or preview it with --dry-run)");
+    c.op_start->add_option("--action", o.action, "redrive, discard or cancel")
+        ->required()
+        ->check(CLI::IsMember({"redrive", "discard", "cancel"}));
+    c.op_start->add_option("--event-type", o.event_type, "events of this type");
+    c.op_start->add_option("--code", o.code, "... whose last_error_code is this");
+    c.op_start->add_flag("--no-code", o.no_code, "... that have no last_error_code");
+    c.op_start->add_option("--status", o.status, "... in this status (REVIEW_REQUIRED, PENDING or RETRY_WAIT)");
+    c.op_start->add_option("--after", o.after, "... that occurred at or after this RFC 3339 time");
+    c.op_start->add_option("--before", o.before, "... that occurred before this RFC 3339 time");
+    c.op_start->add_option("--aggregate-key", o.aggregate_key, "... of this aggregate");
+    c.op_start->add_option("--handler", o.handler, "... of a type this handler takes, not consumed by it yet");
+    c.op_start->add_option("--company", o.company, "... of this company only (default: every company)");
+    c.op_start->add_option("--reason", o.reason, "why (10 to 300 characters, recorded per event)")->required();
+    c.op_start->add_option("--idempotency-key", o.idempotency_key,
+                           "a key unique to this decision; the same command with it starts nothing twice");
+    c.op_start->add_flag("--dry-run", o.dry_run, "print how many events match and some of their ids; change nothing");
+    c.op_start->add_flag("--detach", o.detach, "start the job and return; the hosts work it");
+    c.op_show = operations->add_subcommand("show", "a job's state and progress");
+    c.op_show->add_option("ID", c.operation_id, "the operation id")->required();
+    c.op_show->add_option("--format", c.list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+    c.op_cancel = operations->add_subcommand("cancel", "stop a running job after its batch in flight");
+    c.op_cancel->add_option("ID", c.operation_id, "the operation id")->required();
+}
+
 /// retry, handlers pause|resume, event-types apply|list, config reference.
 void add_operator_commands(CLI::App& app, CommandLine& c) {
     c.retry = app.add_subcommand(
@@ -95,6 +131,8 @@ void add_operator_commands(CLI::App& app, CommandLine& c) {
     c.retry->add_option("--code", r.code, "group: ... whose last_error_code is this");
     c.retry->add_option("--before", r.before, "group: ... that occurred before this RFC 3339 time");
     c.retry->add_option("--limit", r.limit, "group: at most this many, oldest first (1 to 1000, default 100)");
+
+    add_operations_commands(app, c);
 
     auto* handlers = app.add_subcommand("handlers", "pause or resume a handler on every host");
     handlers->require_subcommand(1);
@@ -123,6 +161,9 @@ int run_parsed(const CommandLine& c, const config::Config& config, const AdminFa
     if (*c.migrate) return migrate_command(config, c.roles, c.offline, c.require_flag());
     if (*c.status) return status_command(config);
     if (*c.retry) return retry_command(config, c.retry_args);
+    if (*c.op_start) return operations_start_command(config, c.operation_args);
+    if (*c.op_show) return operations_show_command(config, c.operation_id, c.list_format);
+    if (*c.op_cancel) return operations_cancel_command(config, c.operation_id);
     if (*c.pause) return handlers_command(config, true, c.handler_name);
     if (*c.resume) return handlers_command(config, false, c.handler_name);
     if (*c.apply) return event_types_apply_command(config, c.registry_file, c.require_flag());
@@ -148,7 +189,8 @@ int run_cli(int argc, char** argv, const AdminFactory& admin) {
     add_host_commands(app, c);
     add_operator_commands(app, c);
     // The config option is accepted after the subcommand as well.
-    for (auto* sub : {c.run, c.migrate, c.status, c.check, c.retry, c.pause, c.resume, c.apply, c.list}) {
+    for (auto* sub : {c.run, c.migrate, c.status, c.check, c.retry, c.pause, c.resume, c.apply, c.list, c.op_start,
+                      c.op_show, c.op_cancel}) {
         sub->add_option("-c,--config", c.config_path, "YAML configuration file")->check(CLI::ExistingFile);
     }
 

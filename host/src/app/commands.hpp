@@ -51,6 +51,36 @@ struct RetryArgs {
 /// invalid input or database failure, 2 on a malformed command line.
 int retry_command(const config::Config& config, const RetryArgs& args);
 
+struct OperationArgs {
+    std::string action;
+    std::optional<std::string> event_type;
+    std::optional<std::string> code;
+    bool no_code = false;
+    std::optional<std::string> status;
+    std::optional<std::string> after;
+    std::optional<std::string> before;
+    std::optional<std::string> aggregate_key;
+    std::optional<std::string> handler;
+    std::optional<std::string> company;
+    std::string reason;
+    std::string idempotency_key;
+    bool dry_run = false;
+    bool detach = false;
+};
+
+/// `outboxd operations start --action A [filter options] --reason R --idempotency-key K`:
+/// the operator job of POST /api/v1/admin/operations (same rules, same jobs), over every
+/// company unless --company; actor "cli:<OS user>". With --dry-run prints the count and a
+/// sample and changes nothing. Otherwise starts the job and works its batches here until it
+/// is over, printing progress (running hosts share the batches; if this command stops, they
+/// finish it), or with --detach leaves it to the hosts. Exit 0 when done or previewed, 1 when
+/// refused, cancelled, failed or on database failure, 2 on a malformed command line.
+int operations_start_command(const config::Config& config, const OperationArgs& args);
+/// `outboxd operations show ID [--format text|json]`: the job's state and progress.
+int operations_show_command(const config::Config& config, const std::string& id, const std::string& format);
+/// `outboxd operations cancel ID`: stops a running job after its batch in flight.
+int operations_cancel_command(const config::Config& config, const std::string& id);
+
 /// `outboxd handlers pause|resume NAME`: pauses or resumes a handler fleet-wide (actor
 /// "cli:<OS user>"). Exit 0 when done or already so, 1 on database failure, 2 on a bad name.
 int handlers_command(const config::Config& config, bool pause, const std::string& name);

@@ -18,6 +18,8 @@
 #include "lease/retention.hpp"
 #include "log/log.hpp"
 #include "operations/backlog_query.hpp"
+#include "operations/operation_job.hpp"
+#include "operations/operation_runner.hpp"
 #include "plugin/plugin_directory.hpp"
 #include "plugin/plugin_watcher.hpp"
 
@@ -244,6 +246,12 @@ void Host::start_services(const SettingsLookup& settings) {
     });
     services_.start("plugin watcher", [this](std::stop_token token) { watcher_->run(token); });
     watcher_ready_ = watcher_.get();
+    // Every host works the fleet's operator jobs, whichever host or command started them.
+    services_.start("operator jobs", [this](std::stop_token token) {
+        operations::OperationRunner(config_.database.url, runtime_->outage(), std::chrono::seconds{1},
+                                    operations::kOperationBatchSize)
+            .run(token);
+    });
     services_.start("retention", [this](std::stop_token token) {
         lease::Retention(config_.outbox.retention)
             .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);

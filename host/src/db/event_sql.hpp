@@ -462,6 +462,152 @@ SELECT DISTINCT event_type FROM redriven
 )SQL";
 
 // ---------------------------------------------------------------------------------------
+// Operator jobs: the events a filter matches, and one batch of an action (operations::)
+// ---------------------------------------------------------------------------------------
+
+namespace detail {
+
+// The filter of an operator job, on the alias `p`: $1 company (NULL: every company), $2 the
+// statuses (text[]), $3 event type, $4 last error code, $5 only events without a code, $6
+// occurred at or after, $7 occurred before, $8 aggregate key, $9 handler: events of a type
+// that handler takes (as any registered host reports it) that it has not consumed yet, and
+// $10 occurred at or before (the job's start; NULL: now). NULL parameters match everything.
+inline std::string operation_filter(const std::string& p) {
+    return p + ".status = ANY ($2::text[])"
+           " AND ($1::text IS NULL OR " + p + ".company_id = $1)"
+           " AND ($3::text IS NULL OR " + p + ".event_type = $3)"
+           " AND ($4::text IS NULL OR " + p + ".last_error_code = $4)"
+           " AND (NOT $5::boolean OR " + p + ".last_error_code IS NULL)"
+           " AND ($6::timestamptz IS NULL OR " + p + ".occurred_at >= $6::timestamptz)"
+           " AND ($7::timestamptz IS NULL OR " + p + ".occurred_at < $7::timestamptz)"
+           " AND ($8::text IS NULL OR " + p + ".aggregate_key = $8)"
+           " AND " + p + ".occurred_at <= coalesce($10::timestamptz, now())"
+           " AND ($9::text IS NULL OR (" + p + ".event_type IN ("
+           "SELECT jsonb_array_elements_text(h.value -> 'event_types') FROM outbox_host o "
+           "CROSS JOIN LATERAL jsonb_array_elements(o.handlers) h WHERE h.value ->> 'handler' = $9)"
+           " AND NOT EXISTS (SELECT 1 FROM event_consumption c WHERE c.event_id = " + p +
+           ".event_id AND c.handler_name = $9)))";
+}
+
+// A cursor is (occurred_at, event_id) of the last event a batch read; occurred_at travels
+// as microseconds since the epoch so that it comes back exactly.
+inline std::string from_micros(const std::string& parameter) {
+    return "(timestamptz 'epoch' + " + parameter + "::bigint * interval '1 microsecond')";
+}
+
+// The record and audit rows of one event action ($1 ids, $2 previous attempt counts, $3
+// previous statuses, $4 previous versions; $5 actor, $6 reason, $7 operation id, $8 channel),
+// shaped as the one-event actions write them; the per-event key hash is derived from the
+// operation id, so each row keeps the record table's unique key.
+inline std::string operation_records(const std::string& table, const std::string& record_key,
+                                     const std::string& audit_action) {
+    return R"SQL(
+), recorded AS (
+    INSERT INTO )SQL" + table + R"SQL( (event_id, company_id, actor, reason, idempotency_key_hash, request_hash,
+                                 previous_attempt_count, previous_status, previous_version, new_version)
+    SELECT event_id, company_id, $5, $6,
+           encode(sha256(convert_to('operation:' || $7 || ':' || event_id::text, 'UTF8')), 'hex'),
+           encode(sha256(convert_to('operation:' || $7, 'UTF8')), 'hex'),
+           previous_attempt_count, previous_status, previous_version, new_version
+    FROM acted
+    RETURNING id, event_id, company_id, previous_status, previous_attempt_count, previous_version, new_version
+), audited AS (
+    INSERT INTO audit_event (actor, action, company_id, target_id, detail)
+    SELECT $5, ')SQL" + audit_action + R"SQL(', company_id, event_id::text,
+           jsonb_build_object(')SQL" + record_key + R"SQL(', id, 'operation_id', $7::text, 'channel', $8::text,
+                              'previous_status', previous_status, 'previous_attempt_count', previous_attempt_count,
+                              'previous_version', previous_version, 'new_version', new_version)
+    FROM recorded
+)
+)SQL";
+}
+
+inline const std::string kOperationInput = R"SQL(
+WITH input AS (
+    SELECT * FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::bigint[])
+        AS i(event_id, previous_attempt_count, previous_status, previous_version)
+), acted AS (
+)SQL";
+
+// The events the batch's UPDATE changed, with what the records need.
+inline constexpr const char* kOperationReturning = R"SQL(
+    FROM input i
+    WHERE e.event_id = i.event_id AND e.event_id = ANY ($1::uuid[]) AND e.status = i.previous_status
+      AND e.version = i.previous_version
+    RETURNING e.event_id, e.company_id, e.event_type, e.aggregate_key, e.aggregate_seq, e.version AS new_version,
+              i.previous_attempt_count, i.previous_status, i.previous_version
+)SQL";
+
+}  // namespace detail
+
+/// How many events match ($1..$10 as in detail::operation_filter).
+inline const std::string kOperationCount =
+    "SELECT count(*) FROM event_publication p WHERE " + detail::operation_filter("p");
+
+/// The first $11 matching events, oldest first (a dry run's sample).
+inline const std::string kOperationSample = "SELECT p.event_id::text FROM event_publication p WHERE " +
+                                            detail::operation_filter("p") +
+                                            " ORDER BY p.occurred_at, p.event_id LIMIT $11";
+
+/// One batch's events: the next $13 matching events after the cursor ($11 microseconds, $12
+/// event id; NULL: from the start), each with whether this transaction could lock it in an
+/// allowed status (SKIP LOCKED: an event another transaction holds, e.g. a claim or an
+/// operator acting on it right now, is not waited for) and, if so, its status, attempt count
+/// and version. Every read event moves the cursor, locked or not.
+inline const std::string kOperationBatch = R"SQL(
+WITH candidates AS MATERIALIZED (
+    SELECT p.event_id, p.occurred_at FROM event_publication p
+    WHERE )SQL" + detail::operation_filter("p") + R"SQL(
+      AND ($11::bigint IS NULL OR (p.occurred_at, p.event_id) > ()SQL" + detail::from_micros("$11") + R"SQL(, $12::uuid))
+    ORDER BY p.occurred_at, p.event_id
+    LIMIT $13
+), locked AS (
+    SELECT e.event_id, e.status, e.attempt_count, e.version FROM event_publication e
+    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM candidates)) AND e.status = ANY ($2::text[])
+    FOR UPDATE SKIP LOCKED
+)
+SELECT c.event_id::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint, l.event_id IS NOT NULL,
+       l.status, l.attempt_count, l.version
+FROM candidates c LEFT JOIN locked l ON l.event_id = c.event_id
+ORDER BY c.occurred_at, c.event_id
+)SQL";
+
+/// A batch's re-drive: exactly a one-event retry per locked event (PENDING, attempt_count 0,
+/// due now, version + 1, no lease), recorded in outbox_manual_retry and audited as
+/// outbox.manual_retry. Returns the count and the types to wake (comma-separated).
+inline const std::string kOperationRedrive = detail::kOperationInput + R"SQL(
+    UPDATE event_publication e
+    SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), version = e.version + 1,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+)SQL" + detail::kOperationReturning +
+    detail::operation_records("outbox_manual_retry", "manual_retry_id", "outbox.manual_retry") + R"SQL(
+SELECT (SELECT count(*) FROM acted), (SELECT string_agg(DISTINCT event_type, ',') FROM acted)
+)SQL";
+
+namespace detail {
+
+// A batch's discard or cancel: as the one-event action (DISCARDED, completed_at now, version
+// + 1, no lease), recorded in outbox_discard. Returns the count and the types of the events
+// waiting behind them in their aggregates, to wake (V22's trigger already un-parked them).
+inline std::string operation_discard(const std::string& audit_action) {
+    return kOperationInput + R"SQL(
+    UPDATE event_publication e
+    SET status = 'DISCARDED', completed_at = now(), version = e.version + 1,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+)SQL" + kOperationReturning + operation_records("outbox_discard", "discard_id", audit_action) + R"SQL(
+SELECT (SELECT count(*) FROM acted),
+       (SELECT string_agg(DISTINCT n.event_type, ',') FROM acted d
+        JOIN event_publication n ON )SQL" + waits_behind("n", "d") + R"SQL(
+        WHERE d.aggregate_seq IS NOT NULL)
+)SQL";
+}
+
+}  // namespace detail
+
+inline const std::string kOperationDiscard = detail::operation_discard("outbox.discard");
+inline const std::string kOperationCancel = detail::operation_discard("outbox.cancel");
+
+// ---------------------------------------------------------------------------------------
 // Read models: the event view and list, an event's history, the backlog gauges, the
 // `status` report, the console's overview and review groups (operations::)
 // ---------------------------------------------------------------------------------------

@@ -450,6 +450,7 @@ constexpr TableGrant kRuntimeTables[] = {
     {"outbox_setting", "SELECT"},     // written by migrate and event-types apply
     {"outbox_discard", "SELECT, INSERT"},  // append-only discards
     {"outbox_aggregate", "SELECT"},        // positions are taken inside outbox_publish, as the owner
+    {"outbox_operation", "SELECT, INSERT, UPDATE"},  // operator jobs: progress and state, never deleted
 };
 constexpr const char* kDefaultRuntimePrivileges = "SELECT, INSERT, UPDATE, DELETE";
 

@@ -1,0 +1,431 @@
+#include "operations/operation_job.hpp"
+
+#include <regex>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "core/identifiers.hpp"
+#include "db/db_error.hpp"
+#include "db/event_sql.hpp"
+#include "db/perform.hpp"
+#include "db/pg_array.hpp"
+#include "operations/action_sql.hpp"
+#include "operations/text.hpp"
+
+namespace outbox::operations {
+namespace {
+
+using nlohmann::json;
+
+RetryRejected unprocessable(std::string code, std::string message) {
+    return {RetryRejected::Kind::Unprocessable, std::move(code), std::move(message)};
+}
+
+RetryRejected bad_time(const char* field) {
+    return unprocessable("INVALID_TIME", std::string(field) +
+                                             " must be an RFC 3339 timestamp with an offset, e.g. 2026-11-30T12:00:00Z");
+}
+
+// Requests with the same key wait for each other: the second then finds the first's row.
+constexpr const char* kKeyLockSql =
+    "SELECT pg_advisory_xact_lock(hashtext('outboxd:operation:' || $1 || ':' || $2))";
+
+constexpr const char* kFindSql = R"SQL(
+SELECT id::text, request_hash FROM outbox_operation WHERE coalesce(company_id, '') = $1 AND idempotency_key_hash = $2
+)SQL";
+
+constexpr const char* kInsertSql = R"SQL(
+INSERT INTO outbox_operation (company_id, action, filter, handler, actor, reason, channel, idempotency_key_hash,
+                              request_hash, total, until_at)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11::timestamptz)
+RETURNING id::text
+)SQL";
+
+constexpr const char* kAuditSql = R"SQL(
+INSERT INTO audit_event (actor, action, company_id, target_id, detail) VALUES ($1, $2, $3, $4, $5::jsonb)
+)SQL";
+
+constexpr const char* kStatusColumns = R"SQL(
+id::text, action, state, total, done, failed, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), error, company_id
+)SQL";
+
+// The batch's claim: the job's row, locked for the batch. A job another host is working
+// right now is skipped, never waited for.
+constexpr const char* kClaimSql = R"SQL(
+SELECT id::text, company_id, action, filter::text, actor, reason, channel, until_at::text,
+       (extract(epoch FROM cursor_occurred_at) * 1000000)::bigint, cursor_event_id::text
+FROM outbox_operation
+WHERE state = 'running' AND ($1::uuid IS NULL OR id = $1::uuid)
+ORDER BY updated_at
+LIMIT 1
+FOR UPDATE SKIP LOCKED
+)SQL";
+
+constexpr const char* kProgressSql = R"SQL(
+UPDATE outbox_operation
+SET done = done + $2, failed = failed + $3, updated_at = now(),
+    cursor_occurred_at = timestamptz 'epoch' + $4::bigint * interval '1 microsecond', cursor_event_id = $5::uuid
+WHERE id = $1::uuid
+)SQL";
+
+constexpr const char* kFinishSql = R"SQL(
+UPDATE outbox_operation SET state = $2, error = $3, finished_at = now(), updated_at = now()
+WHERE id = $1::uuid AND state = 'running'
+)SQL";
+
+bool is_time(const std::string& text) {
+    static const std::regex pattern(
+        "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,9})?)?([Zz]|[+-][0-9]{2}(:?[0-9]{2})?)$");
+    return std::regex_match(text, pattern);
+}
+
+std::optional<RetryRejected> validate_filter(const std::string& action, const OperationFilter& f) {
+    if (!f.event_type && !f.last_error_code && !f.no_error_code && !f.status && !f.occurred_after &&
+        !f.occurred_before && !f.aggregate_key && !f.handler) {
+        return unprocessable("INVALID_FILTER", "the filter needs at least one of event_type, last_error_code, "
+                                               "no_error_code, status, occurred_after, occurred_before, "
+                                               "aggregate_key, handler");
+    }
+    if (f.no_error_code && f.last_error_code) {
+        return unprocessable("INVALID_FILTER", "no_error_code and last_error_code exclude each other: send one of them");
+    }
+    if (f.event_type && !core::is_event_type(*f.event_type)) {
+        return unprocessable("INVALID_FILTER", "event_type must be PascalCase letters and digits, e.g. MissionCompleted");
+    }
+    if (f.last_error_code && !core::is_error_code(*f.last_error_code)) {
+        return unprocessable("INVALID_FILTER", "last_error_code must be an error code such as HTTP_503");
+    }
+    if (f.handler && !core::is_handler_name(*f.handler)) {
+        return unprocessable("INVALID_FILTER", "handler must be 1 to 100 of a-z 0-9 . _ - starting with a letter or digit");
+    }
+    if (f.aggregate_key) {
+        const auto length = utf8_length(*f.aggregate_key);
+        if (!length || *length < 1 || *length > 200 || has_control_characters(*f.aggregate_key)) {
+            return unprocessable("INVALID_FILTER", "aggregate_key must be 1 to 200 characters without control characters");
+        }
+    }
+    if (f.occurred_after && !is_time(*f.occurred_after)) return bad_time("occurred_after");
+    if (f.occurred_before && !is_time(*f.occurred_before)) return bad_time("occurred_before");
+    if (operation_statuses(action, f.status).empty()) {
+        const auto allowed = operation_statuses(action, std::nullopt);
+        std::string names;
+        for (const auto& s : allowed) names += (names.empty() ? "" : ", ") + s;
+        return unprocessable("INVALID_STATUS", "status must be one of " + names + " for " + action);
+    }
+    return std::nullopt;
+}
+
+// The pattern passed; PostgreSQL still refuses impossible dates such as 2026-02-30, and an
+// empty range is a mistake worth naming.
+std::optional<RetryRejected> check_times(pqxx::work& tx, const OperationFilter& f) {
+    const std::pair<const std::optional<std::string>&, const char*> times[] = {{f.occurred_after, "occurred_after"},
+                                                                              {f.occurred_before, "occurred_before"}};
+    for (const auto& [value, name] : times) {
+        if (!value) continue;
+        try {
+            pqxx::subtransaction sub(tx, "time_check");
+            sub.exec_params("SELECT $1::timestamptz", *value);
+            sub.commit();
+        } catch (const pqxx::data_exception&) {
+            return bad_time(name);
+        }
+    }
+    if (f.occurred_after && f.occurred_before &&
+        !tx.exec_params1("SELECT $1::timestamptz < $2::timestamptz", *f.occurred_after, *f.occurred_before)[0].as<bool>()) {
+        return unprocessable("INVALID_FILTER", "occurred_after must be earlier than occurred_before");
+    }
+    return std::nullopt;
+}
+
+json filter_json(const OperationFilter& f) {
+    const auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
+    return json{{"event_type", opt(f.event_type)},         {"last_error_code", opt(f.last_error_code)},
+                {"no_error_code", f.no_error_code},        {"status", opt(f.status)},
+                {"occurred_after", opt(f.occurred_after)}, {"occurred_before", opt(f.occurred_before)},
+                {"aggregate_key", opt(f.aggregate_key)},   {"handler", opt(f.handler)}};
+}
+
+OperationFilter filter_from_json(const json& j) {
+    OperationFilter f;
+    const auto opt = [&](const char* name) {
+        const auto it = j.find(name);
+        return it == j.end() || it->is_null() ? std::nullopt : std::optional<std::string>(it->get<std::string>());
+    };
+    f.event_type = opt("event_type");
+    f.last_error_code = opt("last_error_code");
+    f.no_error_code = j.value("no_error_code", false);
+    f.status = opt("status");
+    f.occurred_after = opt("occurred_after");
+    f.occurred_before = opt("occurred_before");
+    f.aggregate_key = opt("aggregate_key");
+    f.handler = opt("handler");
+    return f;
+}
+
+// The filter's parameters $1..$10 of db::event_sql::operation_filter, then `extra`.
+template <class... Extra>
+pqxx::result exec_filtered(pqxx::work& tx, const std::string& sql, const std::optional<std::string>& company,
+                           const std::string& action, const OperationFilter& f,
+                           const std::optional<std::string>& until, Extra&&... extra) {
+    return tx.exec_params(sql, company, db::pg_array(operation_statuses(action, f.status)), f.event_type,
+                          f.last_error_code, f.no_error_code, f.occurred_after, f.occurred_before, f.aggregate_key,
+                          f.handler, until, std::forward<Extra>(extra)...);
+}
+
+void set_limits(pqxx::work& tx) {
+    tx.exec("SET LOCAL lock_timeout = '5s'");
+    tx.exec("SET LOCAL statement_timeout = '30s'");
+}
+
+OperationPreview preview(pqxx::work& tx, const OperationRequest& request) {
+    OperationPreview answer;
+    answer.count = exec_filtered(tx, db::event_sql::kOperationCount, request.company_id, request.action,
+                                 request.filter, std::nullopt)[0][0]
+                       .as<long long>();
+    for (const auto& row : exec_filtered(tx, db::event_sql::kOperationSample, request.company_id, request.action,
+                                         request.filter, std::nullopt, kOperationSample)) {
+        answer.sample_event_ids.push_back(row[0].as<std::string>());
+    }
+    return answer;
+}
+
+OperationStartResult attempt_start(pqxx::connection& conn, const OperationRequest& request) {
+    pqxx::work tx(conn);
+    set_limits(tx);
+    if (auto rejected = check_times(tx, request.filter)) return *rejected;
+    if (request.dry_run) return preview(tx, request);
+
+    const std::string company = request.company_id.value_or("");
+    const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_operation_request(request));
+    const std::string key_hash = hashes[0].as<std::string>();
+    const std::string request_hash = hashes[1].as<std::string>();
+    tx.exec_params(kKeyLockSql, company, key_hash);
+    const pqxx::result earlier = tx.exec_params(kFindSql, company, key_hash);
+    if (!earlier.empty()) {
+        if (earlier[0][1].as<std::string>() != request_hash) return key_reused();
+        return OperationStarted{earlier[0][0].as<std::string>(), true};
+    }
+
+    // The job takes the events that occurred up to now: it ends under a steady stream of new ones.
+    const std::string until = tx.exec1("SELECT now()::text")[0].as<std::string>();
+    const long long total = exec_filtered(tx, db::event_sql::kOperationCount, request.company_id, request.action,
+                                          request.filter, until)[0][0]
+                                .as<long long>();
+    const json filter = filter_json(request.filter);
+    const std::string id = tx.exec_params1(kInsertSql, request.company_id, request.action, filter.dump(),
+                                           request.handler, request.actor, request.reason, request.channel, key_hash,
+                                           request_hash, total, until)[0]
+                               .as<std::string>();
+    const json detail{{"operation_id", id}, {"action", request.action}, {"filter", filter},
+                      {"total", total},     {"channel", request.channel}};
+    tx.exec_params0(kAuditSql, request.actor, "outbox.operation_start", request.company_id, id, detail.dump());
+    tx.commit();
+    return OperationStarted{id, false};
+}
+
+OperationStatus status_from(const pqxx::row& row) {
+    OperationStatus s;
+    s.operation_id = row[0].as<std::string>();
+    s.action = row[1].as<std::string>();
+    s.state = row[2].as<std::string>();
+    s.total = row[3].as<long long>();
+    s.done = row[4].as<long long>();
+    s.failed = row[5].as<long long>();
+    s.created_at = row[6].as<std::string>();
+    if (!row[7].is_null()) s.finished_at = row[7].as<std::string>();
+    if (!row[8].is_null()) s.error = row[8].as<std::string>();
+    return s;
+}
+
+std::string select_status_sql(const char* lock) {
+    return std::string("SELECT ") + kStatusColumns +
+           " FROM outbox_operation WHERE id = $1::uuid AND ($2::text IS NULL OR company_id = $2) " + lock;
+}
+
+// The job's events of this batch: acted on when this transaction locked them.
+struct BatchEvents {
+    std::vector<std::string> ids;
+    std::vector<std::string> attempts;
+    std::vector<std::string> statuses;
+    std::vector<std::string> versions;
+    long long read = 0;
+    long long last_micros = 0;
+    std::string last_id;
+};
+
+BatchEvents read_batch(pqxx::work& tx, const pqxx::row& job, const OperationFilter& filter, int batch_size) {
+    const std::optional<std::string> company =
+        job[1].is_null() ? std::nullopt : std::optional<std::string>(job[1].as<std::string>());
+    // As text: GCC 12 takes an optional<long long> argument for maybe-uninitialized.
+    const std::optional<std::string> cursor =
+        job[8].is_null() ? std::nullopt : std::optional<std::string>(job[8].as<std::string>());
+    const std::optional<std::string> cursor_id =
+        job[9].is_null() ? std::nullopt : std::optional<std::string>(job[9].as<std::string>());
+    BatchEvents events;
+    for (const auto& row : exec_filtered(tx, db::event_sql::kOperationBatch, company, job[2].as<std::string>(), filter,
+                                         job[7].as<std::string>(), cursor, cursor_id, batch_size)) {
+        ++events.read;
+        events.last_id = row[0].as<std::string>();
+        events.last_micros = row[1].as<long long>();
+        if (!row[2].as<bool>()) continue;
+        events.ids.push_back(events.last_id);
+        events.statuses.push_back(row[3].as<std::string>());
+        events.attempts.push_back(row[4].as<std::string>());
+        events.versions.push_back(row[5].as<std::string>());
+    }
+    return events;
+}
+
+// Acts on the locked events; returns how many changed.
+long long act(pqxx::work& tx, const pqxx::row& job, const BatchEvents& events) {
+    if (events.ids.empty()) return 0;
+    const std::string action = job[2].as<std::string>();
+    const std::string& sql = action == "redrive"   ? db::event_sql::kOperationRedrive
+                             : action == "discard" ? db::event_sql::kOperationDiscard
+                                                   : db::event_sql::kOperationCancel;
+    const pqxx::row result = tx.exec_params1(sql, db::pg_array(events.ids), db::pg_array(events.attempts),
+                                             db::pg_array(events.statuses), db::pg_array(events.versions),
+                                             job[4].as<std::string>(), job[5].as<std::string>(),
+                                             job[0].as<std::string>(), job[6].as<std::string>());
+    // Delivered on commit: hosts handling these types claim the events at once.
+    const std::string types = result[1].is_null() ? std::string() : result[1].as<std::string>();
+    std::size_t start = 0;
+    while (start < types.size()) {
+        const auto comma = types.find(',', start);
+        tx.exec_params(kNotifySql, types.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return result[0].as<long long>();
+}
+
+}  // namespace
+
+std::vector<std::string> operation_statuses(const std::string& action, const std::optional<std::string>& status) {
+    std::vector<std::string> allowed;
+    if (action == "redrive") allowed = {"REVIEW_REQUIRED"};
+    if (action == "discard") allowed = {"REVIEW_REQUIRED", "PENDING", "RETRY_WAIT"};
+    if (action == "cancel") allowed = {"PENDING", "RETRY_WAIT"};
+    if (!status) return allowed;
+    for (const auto& s : allowed) {
+        if (s == *status) return {s};
+    }
+    return {};
+}
+
+std::optional<RetryRejected> validate_operation_request(const OperationRequest& request) {
+    if (request.action == "replay") {
+        return unprocessable("ACTION_NOT_SUPPORTED", "replay is not available in this release");
+    }
+    if (request.action != "redrive" && request.action != "discard" && request.action != "cancel") {
+        return unprocessable("INVALID_ACTION", "action must be redrive, discard or cancel");
+    }
+    if (request.handler) {
+        return unprocessable("INVALID_BODY", "handler is for replay only; to select events by handler use filter.handler");
+    }
+    if (!request.dry_run) {
+        if (auto rejected = validate_idempotency_key(request.idempotency_key)) return rejected;
+    }
+    if (auto rejected = validate_filter(request.action, request.filter)) return rejected;
+    return validate_reason(request.reason);
+}
+
+std::string canonical_operation_request(const OperationRequest& request) {
+    return json{{"action", request.action},
+                {"filter", filter_json(request.filter)},
+                {"handler", request.handler ? json(*request.handler) : json(nullptr)},
+                {"reason", request.reason}}
+        .dump();
+}
+
+OperationStartResult start_operation(pqxx::connection& conn, const OperationRequest& request) {
+    if (auto rejected = validate_operation_request(request)) return *rejected;
+    return db::perform([&] { return attempt_start(conn, request); }, db::kOperatorTransaction);
+}
+
+std::optional<OperationStatus> read_operation(pqxx::connection& conn, const std::string& operation_id,
+                                              const std::optional<std::string>& company_id) {
+    pqxx::read_transaction tx(conn);
+    tx.exec("SET LOCAL statement_timeout = '5s'");
+    const pqxx::result r = tx.exec_params(select_status_sql(""), operation_id, company_id);
+    if (r.empty()) return std::nullopt;
+    return status_from(r[0]);
+}
+
+std::optional<OperationCancelled> cancel_operation(pqxx::connection& conn, const std::string& operation_id,
+                                                   const std::optional<std::string>& company_id,
+                                                   const std::string& actor, const std::string& channel) {
+    return db::perform(
+        [&]() -> std::optional<OperationCancelled> {
+            pqxx::work tx(conn);
+            set_limits(tx);
+            // Waits for a batch in flight: its events stay acted on, no later batch starts.
+            const pqxx::result r = tx.exec_params(select_status_sql("FOR UPDATE"), operation_id, company_id);
+            if (r.empty()) return std::nullopt;
+            OperationCancelled answer{status_from(r[0]), false};
+            if (answer.status.state != "running") return answer;
+            tx.exec_params0(kFinishSql, operation_id, "cancelled", std::optional<std::string>());
+            const json detail{{"operation_id", operation_id}, {"done", answer.status.done},
+                              {"failed", answer.status.failed}, {"channel", channel}};
+            const std::optional<std::string> company =
+                r[0][9].is_null() ? std::nullopt : std::optional<std::string>(r[0][9].as<std::string>());
+            tx.exec_params0(kAuditSql, actor, "outbox.operation_cancel", company, operation_id, detail.dump());
+            answer.status = status_from(tx.exec_params1(select_status_sql(""), operation_id, company_id));
+            answer.changed = true;
+            tx.commit();
+            return answer;
+        },
+        db::kOperatorTransaction);
+}
+
+static OperationBatch work_batch(pqxx::connection& conn, int batch_size, const std::optional<std::string>& operation_id,
+                          std::string& claimed_id) {
+    pqxx::work tx(conn);
+    set_limits(tx);
+    // A host that stops answering mid-batch is cut off by the server, which frees the job.
+    tx.exec("SET LOCAL idle_in_transaction_session_timeout = '60s'");
+    tx.exec("SET LOCAL synchronous_commit = on");
+    const pqxx::result claimed = tx.exec_params(kClaimSql, operation_id);
+    if (claimed.empty()) return {};
+    const pqxx::row job = claimed[0];
+    OperationBatch batch{true, job[0].as<std::string>()};
+    claimed_id = batch.operation_id;
+    const OperationFilter filter = filter_from_json(json::parse(job[3].as<std::string>()));
+    const BatchEvents events = read_batch(tx, job, filter, batch_size);
+    batch.read = events.read;
+    if (events.read == 0) {
+        tx.exec_params0(kFinishSql, batch.operation_id, "done", std::optional<std::string>());
+        batch.finished = true;
+    } else {
+        batch.acted = act(tx, job, events);
+        tx.exec_params0(kProgressSql, batch.operation_id, batch.acted, events.read - batch.acted, events.last_micros,
+                        events.last_id);
+    }
+    tx.commit();
+    return batch;
+}
+
+OperationBatch work_operation_batch(pqxx::connection& conn, int batch_size, const std::optional<std::string>& operation_id) {
+    std::string claimed_id;
+    try {
+        return work_batch(conn, batch_size, operation_id, claimed_id);
+    } catch (...) {
+        // The batch rolled back. A statement that fails on its own (not a lost connection, a
+        // timeout or a conflict, which the next batch retries) would fail every batch again.
+        const db::DbFailure failure = db::classify_db_error(std::current_exception());
+        if (claimed_id.empty() || failure.kind != db::DbFailureKind::Sql) throw;
+        fail_operation(conn, claimed_id, "a batch failed: " + failure.describe());
+        return OperationBatch{true, claimed_id, 0, 0, true, true};
+    }
+}
+
+void fail_operation(pqxx::connection& conn, const std::string& operation_id, const std::string& error) {
+    pqxx::work tx(conn);
+    set_limits(tx);
+    tx.exec_params0(kFinishSql, operation_id, "failed", error.substr(0, 300));
+    tx.commit();
+}
+
+}  // namespace outbox::operations
