@@ -33,10 +33,10 @@ TEST(CircuitWindow, ExactlyTheRatioTripsAndJustBelowDoesNot) {
     for (int i = 0; i < 10; ++i) at.record(kStart, false);
     EXPECT_TRUE(at.record(kStart, true)) << "10 of 20 is 0.5";
 
-    CircuitWindow binary(30s, 10, 0.3);
-    for (int i = 0; i < 7; ++i) binary.record(kStart, false);
-    for (int i = 0; i < 2; ++i) binary.record(kStart, true);
-    EXPECT_TRUE(binary.record(kStart, true)) << "3 of 10 is 0.3 (0.3 * 10 is a little more than 3 in binary)";
+    CircuitWindow binary(30s, 100, 0.55);
+    for (int i = 0; i < 45; ++i) binary.record(kStart, false);
+    for (int i = 0; i < 54; ++i) binary.record(kStart, true);
+    EXPECT_TRUE(binary.record(kStart, true)) << "55 of 100 is 0.55 (0.55 * 100 is a little more than 55 in binary)";
 }
 
 TEST(CircuitWindow, CallsOlderThanTheWindowNoLongerCount) {

@@ -22,8 +22,8 @@ std::optional<CircuitWindow::Tally> CircuitWindow::record(std::chrono::steady_cl
     ++slice.calls;
     if (failed) ++slice.failures;
     const Tally now_tally = tally(now);
-    // failures / calls >= ratio, with slack for binary fractions: 0.3 * 10 is 3.0000000000000004,
-    // and 3 failures of 10 calls must trip a ratio of 0.3.
+    // failures / calls >= ratio, with slack for binary fractions: 0.55 * 100 is
+    // 55.00000000000001, and 55 failures of 100 calls must trip a ratio of 0.55.
     if (now_tally.calls < min_calls_ ||
         static_cast<double>(now_tally.failures) < failure_ratio_ * now_tally.calls - 1e-9) {
         return std::nullopt;
