@@ -310,6 +310,23 @@ TEST_F(HandlerCircuitBreaker, AProbeWhoseHostDiedIsTakenOverOnceItExpires) {
     EXPECT_TRUE(host->stop());
 }
 
+TEST_F(HandlerCircuitBreaker, StatusPrintsALinePerOpenBreaker) {
+    db_.exec("INSERT INTO outbox_handler_pause (handler_name, paused_by, probe_after) VALUES "
+             "('mission-log-forwarding', 'circuit-breaker', '2030-01-02T03:04:05Z'), ('other', 'cli:ops', NULL)");
+    db_.exec("INSERT INTO outbox_handler_pause (handler_name, paused_by, probe_owner, probe_token, probe_expires_at) "
+             "VALUES ('third', 'circuit-breaker', 'host-b', gen_random_uuid(), now() + interval '1 minute')");
+    const auto [code, out] = run_command({OUTBOXD_BINARY, "status"}, {{"OUTBOX_DATABASE_URL", db_.url()}});
+    EXPECT_EQ(code, 0) << out;
+    const auto section = out.find("OPEN CIRCUIT BREAKERS");
+    ASSERT_NE(section, std::string::npos) << out;
+    const std::string breakers = out.substr(section, out.find("\n\n", section) + 1 - section);
+    EXPECT_NE(breakers.find("mission-log-forwarding"), std::string::npos) << breakers;
+    EXPECT_NE(breakers.find("next probe at 2030-01-02T03:04:05Z"), std::string::npos) << breakers;
+    EXPECT_NE(breakers.find("probe running on host-b"), std::string::npos) << breakers;
+    EXPECT_EQ(breakers.find("other"), std::string::npos) << "an operator's pause is no breaker: " << breakers;
+    EXPECT_EQ(std::count(breakers.begin(), breakers.end(), '\n'), 3) << "the heading and one line each: " << breakers;
+}
+
 TEST_F(HandlerCircuitBreaker, ABadSettingStopsTheCommandWithOneLineAndExitCodeTwo) {
     const TempDir dir;
     const std::string file = (dir.path() / "outboxd.yaml").string();
