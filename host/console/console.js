@@ -669,10 +669,14 @@
           ' on every host' + (d.changed ? '.' : ' (it already was).'));
         loadFleet(body, result);
       });
-      return el('tr', { 'data-handler': name, 'data-paused': p ? 'true' : 'false' },
+      // A pause an open circuit breaker set: its own badge, and when it probes next.
+      const circuit = p && p.circuit_open;
+      return el('tr', { 'data-handler': name, 'data-paused': p ? 'true' : 'false', 'data-circuit': circuit ? 'open' : 'closed' },
         el('td', { text: name }),
-        el('td', {}, p ? el('span', { class: 'badge paused', text: 'paused' }) : el('span', { class: 'badge live', text: 'running' })),
-        el('td', {}, p ? [p.paused_by ? 'by ' + p.paused_by + ' ' : '', timeEl(p.paused_at)] : ''),
+        el('td', {}, p ? el('span', { class: 'badge paused', text: 'paused' }) : el('span', { class: 'badge live', text: 'running' }),
+          circuit ? [' ', el('span', { class: 'badge circuit-open', title: 'its calls kept failing; one probe call after the cool-down resumes it', text: 'circuit open' })] : ''),
+        el('td', {}, p ? [p.paused_by ? 'by ' + p.paused_by + ' ' : '', timeEl(p.paused_at),
+          circuit && p.next_probe_at ? [el('br'), el('span', { class: 'hint' }, 'next probe ', timeEl(p.next_probe_at))] : ''] : ''),
         el('td', {}, button));
     });
 

@@ -637,6 +637,25 @@ def run(args, workdir):
         browser.find('#fleet-handlers tr[data-handler="scripted"] [data-action="resume"]').click()
         wait_for('the handler to show running', lambda: browser.visible('#fleet-handlers tr[data-handler="scripted"][data-paused="false"]'))
         check(db.sql("SELECT count(*) FROM outbox_handler_pause WHERE handler_name = 'scripted'") == '0', 'resumed in the database')
+        check(browser.visible('#fleet-handlers tr[data-handler="scripted"][data-circuit="closed"]') is not None
+              and browser.visible('#fleet-handlers .badge.circuit-open') is None, 'no circuit badge on a running handler')
+        # An open circuit breaker (its pause, as a host writes it): a badge of its own and the
+        # next probe; resuming it from the page closes it.
+        db.sql("INSERT INTO outbox_handler_pause (handler_name, paused_by, probe_after) "
+               "VALUES ('scripted', 'circuit-breaker', now() + interval '30 seconds')")
+        browser.driver.refresh()
+        badge = wait_for('the circuit-open badge', lambda: browser.visible(
+            '#fleet-handlers tr[data-handler="scripted"][data-paused="true"][data-circuit="open"] .badge.circuit-open'))
+        check(badge.text == 'circuit open', 'the badge says the circuit is open: %r' % badge.text)
+        row_text = browser.text('#fleet-handlers tr[data-handler="scripted"]')
+        check('by circuit-breaker' in row_text and 'next probe' in row_text,
+              'the row names the breaker and its next probe: %r' % row_text)
+        browser.screenshot('fleet-circuit-open')
+        browser.screenshot('fleet-circuit-open-390px', width=390)
+        browser.find('#fleet-handlers tr[data-handler="scripted"] [data-action="resume"]').click()
+        wait_for('the breaker to close', lambda: browser.visible('#fleet-handlers tr[data-handler="scripted"][data-circuit="closed"]'))
+        check(db.sql("SELECT count(*) FROM outbox_handler_pause WHERE handler_name = 'scripted'") == '0',
+              'resuming closes the breaker in the database')
         browser.screenshot('fleet')
         sign_out(browser)
 

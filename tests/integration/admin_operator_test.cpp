@@ -169,5 +169,43 @@ TEST_F(AdminOperator, PauseAndResumeNeedAPlatformRoleAndAreIdempotent) {
               std::string::npos);
 }
 
+TEST_F(AdminOperator, AnOpenCircuitBreakerShowsInMetricsAndTheFleetAndAnOperatorCanTakeItsPauseOver) {
+    restart([](admin::AdminOptions& options) { options.metrics_cache = std::chrono::milliseconds{0}; });
+    // The pause a host writes when the breaker opens.
+    db_.exec("INSERT INTO outbox_handler_pause (handler_name, paused_by, probe_after) "
+             "VALUES ('mission-log-forwarding', 'circuit-breaker', now() + interval '30 seconds')");
+    auto metrics = client().Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("# TYPE outbox_circuit_open gauge\n"), std::string::npos) << metrics->body;
+    EXPECT_NE(metrics->body.find("outbox_circuit_open{handler=\"mission-log-forwarding\"} 1\n"), std::string::npos)
+        << metrics->body;
+    const json fleet = json::parse(client().Get("/api/v1/admin/fleet", bearer(token("PLATFORM_ADMIN")))->body);
+    ASSERT_EQ(fleet["paused"].size(), 1u) << fleet;
+    EXPECT_EQ(fleet["paused"][0]["paused_by"], "circuit-breaker");
+    EXPECT_EQ(fleet["paused"][0]["circuit_open"], true);
+    EXPECT_TRUE(fleet["paused"][0].contains("next_probe_at")) << fleet;
+
+    // An operator pauses it: the pause becomes theirs and the breaker is closed as such.
+    auto res = post("/api/v1/admin/handlers/mission-log-forwarding/pause", json::object(), token("PLATFORM_ADMIN"));
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(json::parse(res->body)["changed"], true) << "the pause changed hands";
+    EXPECT_EQ(db_.scalar("SELECT paused_by || '/' || (probe_after IS NULL) FROM outbox_handler_pause"), "alice/true");
+    metrics = client().Get("/metrics");
+    EXPECT_EQ(metrics->body.find("outbox_circuit_open{handler=\"mission-log-forwarding\"} 1"), std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find("outbox_handler_paused{handler=\"mission-log-forwarding\"} 1\n"), std::string::npos);
+    const json manual = json::parse(client().Get("/api/v1/admin/fleet", bearer(token("PLATFORM_ADMIN")))->body);
+    EXPECT_EQ(manual["paused"][0]["circuit_open"], false) << manual;
+    EXPECT_FALSE(manual["paused"][0].contains("next_probe_at")) << manual;
+
+    // A token whose sub reads "circuit-breaker" still makes an operator's pause.
+    res = post("/api/v1/admin/handlers/mission-log-forwarding/resume", json::object(), token("PLATFORM_ADMIN"));
+    ASSERT_EQ(res->status, 200) << res->body;
+    res = post("/api/v1/admin/handlers/mission-log-forwarding/pause", json::object(),
+               mint_hs256(token_claims("PLATFORM_ADMIN", "acme", "circuit-breaker")));
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(db_.scalar("SELECT paused_by FROM outbox_handler_pause"), "operator:circuit-breaker");
+}
+
 }  // namespace
 }  // namespace outbox::test

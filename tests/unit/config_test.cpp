@@ -854,3 +854,119 @@ TEST(Config, RequireRegisteredTypesIsABooleanFromTheFileOrItsVariable) {
                     .outbox.require_registered_types);
     EXPECT_TRUE(contains(error_of("outbox:\n  require_registered_types: maybe\n"), "outbox.require_registered_types"));
 }
+
+namespace {
+
+using outbox::config::CircuitBreakerSettings;
+
+TEST(ConfigCircuitBreaker, IsOffUnlessItsMappingIsWritten) {
+    const Config c = parse_config("handlers:\n  h:\n    timeout: 5s\n", "outboxd.yaml", kNoEnv);
+    EXPECT_FALSE(c.handler("h").circuit_breaker.has_value());
+    EXPECT_FALSE(c.handler("not-configured").circuit_breaker.has_value());
+}
+
+TEST(ConfigCircuitBreaker, AnEmptyMappingTurnsItOnWithTheDocumentedDefaults) {
+    const Config c = parse_config("handlers:\n  h:\n    circuit_breaker: {}\n", "outboxd.yaml", kNoEnv);
+    ASSERT_TRUE(c.handler("h").circuit_breaker.has_value());
+    const CircuitBreakerSettings breaker = *c.handler("h").circuit_breaker;
+    EXPECT_EQ(breaker.failure_ratio, 0.5);
+    EXPECT_EQ(breaker.min_calls, 20);
+    EXPECT_EQ(breaker.window, 30s);
+    EXPECT_EQ(breaker.cool_down, 30s);
+}
+
+TEST(ConfigCircuitBreaker, EveryKeyIsRead) {
+    const Config c = parse_config(R"(
+handlers:
+  mission-log-forwarding:
+    circuit_breaker:
+      failure_ratio: 0.25
+      min_calls: 5
+      window: 1500ms
+      cool_down: 2m
+  other:
+    circuit_breaker: {failure_ratio: 1, min_calls: 1}
+)",
+                                  "outboxd.yaml", kNoEnv);
+    const auto breaker = c.handler("mission-log-forwarding").circuit_breaker;
+    ASSERT_TRUE(breaker.has_value());
+    EXPECT_EQ(*breaker, (CircuitBreakerSettings{0.25, 5, 1500ms, 2min}));
+    const auto other = c.handler("other").circuit_breaker;
+    ASSERT_TRUE(other.has_value());
+    EXPECT_EQ(*other, (CircuitBreakerSettings{1.0, 1, 30s, 30s})) << "unwritten keys keep their defaults";
+}
+
+TEST(ConfigCircuitBreaker, BadValuesAreOneLineErrorsNamingTheKeyValueLineAndWhatIsAllowed) {
+    struct Case {
+        std::string body;  // the circuit_breaker line(s), indented under handlers.h
+        std::string key_value_source;
+        std::string allowed;
+    };
+    const std::vector<Case> cases{
+        {"circuit_breaker: {failure_ratio: 0}", R"(handlers.h.circuit_breaker.failure_ratio = "0" (from outboxd.yaml:3))",
+         "greater than 0 and at most 1"},
+        {"circuit_breaker: {failure_ratio: 1.5}", R"(handlers.h.circuit_breaker.failure_ratio = "1.5")", "at most 1"},
+        {"circuit_breaker: {failure_ratio: -0.1}", R"(handlers.h.circuit_breaker.failure_ratio = "-0.1")",
+         "greater than 0"},
+        {"circuit_breaker: {failure_ratio: half}", R"(handlers.h.circuit_breaker.failure_ratio = "half")",
+         "greater than 0"},
+        {"circuit_breaker: {failure_ratio: .nan}", R"(handlers.h.circuit_breaker.failure_ratio = ".nan")",
+         "greater than 0"},
+        {"circuit_breaker: {min_calls: 0}", R"(handlers.h.circuit_breaker.min_calls = "0")", "from 1 to 1000000"},
+        {"circuit_breaker: {min_calls: 2.5}", R"(handlers.h.circuit_breaker.min_calls = "2.5")", "from 1 to 1000000"},
+        {"circuit_breaker: {window: 0s}", R"(handlers.h.circuit_breaker.window = "0s")", "from 1ms to 1d"},
+        {"circuit_breaker: {window: -5s}", R"(handlers.h.circuit_breaker.window = "-5s")", "1ms"},
+        {"circuit_breaker: {cool_down: 0ms}", R"(handlers.h.circuit_breaker.cool_down = "0ms")", "from 1ms to 1d"},
+        {"circuit_breaker: {cool_down: soon}", R"(handlers.h.circuit_breaker.cool_down = "soon")", "such as 250ms"},
+        {"circuit_breaker: {cool_down: 2d}", R"(handlers.h.circuit_breaker.cool_down = "2d")", "from 1ms to 1d"},
+        {"circuit_breaker: {failure_rate: 0.5}", "handlers.h.circuit_breaker.failure_rate (from outboxd.yaml:3)",
+         "did you mean failure_ratio?"},
+        {"circuit_breaker: {window: [1s]}", "handlers.h.circuit_breaker.window", "expected a single value"},
+        {"circuit_breaker:", "handlers.h.circuit_breaker (from outboxd.yaml:3)", "write {} for the defaults"},
+        {"circuit_breaker: true", "handlers.h.circuit_breaker", "expected a mapping of failure_ratio"},
+        {"circuit_breaker.window: 1s", "handlers.h.circuit_breaker.window", "unknown key"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.body);
+        const std::string message = error_of("handlers:\n  h:\n    " + c.body + "\n");
+        EXPECT_TRUE(contains(message, c.key_value_source)) << message;
+        EXPECT_TRUE(contains(message, c.allowed)) << message;
+    }
+}
+
+TEST(ConfigCircuitBreaker, ABadValueIsAConfigError) {
+    // main maps ConfigError to exit code 2 (HandlerCircuitBreaker.* runs the binary).
+    EXPECT_THROW(parse_config("handlers:\n  h:\n    circuit_breaker: {min_calls: 0}\n", "outboxd.yaml", kNoEnv),
+                 ConfigError);
+}
+
+TEST(ConfigCircuitBreaker, TheReferenceListsTheMappingAndEachKeyWithItsDefaultAndRange) {
+    const auto rows = outbox::config::settings_reference();
+    const auto find = [&](const std::string& key) {
+        return std::find_if(rows.begin(), rows.end(), [&](const auto& row) { return row.key == key; });
+    };
+    const std::map<std::string, std::pair<std::string, std::string>> expected{
+        {"handlers.<name>.circuit_breaker.failure_ratio", {"number, greater than 0 and at most 1", "0.5"}},
+        {"handlers.<name>.circuit_breaker.min_calls", {"integer, 1 to 1000000", "20"}},
+        {"handlers.<name>.circuit_breaker.window", {"duration, 1ms to 1d", "30s"}},
+        {"handlers.<name>.circuit_breaker.cool_down", {"duration, 1ms to 1d", "30s"}},
+    };
+    for (const auto& [key, type_and_default] : expected) {
+        const auto row = find(key);
+        ASSERT_NE(row, rows.end()) << key;
+        EXPECT_EQ(row->type, type_and_default.first) << key;
+        EXPECT_EQ(row->default_value, type_and_default.second) << key;
+        EXPECT_TRUE(row->env.empty()) << key << ": handler keys are file-only";
+        // The documented default is the one an empty mapping gives.
+        const Config c = parse_config(
+            "handlers:\n  h:\n    circuit_breaker: {" + key.substr(std::string("handlers.<name>.circuit_breaker.").size()) +
+                ": " + row->default_value + "}\n",
+            "outboxd.yaml", kNoEnv);
+        EXPECT_EQ(*c.handler("h").circuit_breaker, CircuitBreakerSettings{}) << key;
+    }
+    const auto mapping = find("handlers.<name>.circuit_breaker");
+    ASSERT_NE(mapping, rows.end());
+    EXPECT_EQ(mapping->default_value, "(off)");
+}
+
+}  // namespace

@@ -27,7 +27,10 @@ void fleet_view(AdminContext& context, const HttpRequest& req, HttpResponse& res
     // Handlers paused fleet-wide (outbox_handler_pause): no host claims their event types.
     answer["paused"] = nlohmann::json::array();
     for (const auto& p : paused) {
-        answer["paused"].push_back({{"handler", p.handler}, {"paused_by", p.paused_by}, {"paused_at", p.paused_at}});
+        nlohmann::json item{{"handler", p.handler}, {"paused_by", p.paused_by}, {"paused_at", p.paused_at},
+                            {"circuit_open", p.circuit_open()}};
+        if (p.circuit_open() && !p.next_probe_at.empty()) item["next_probe_at"] = p.next_probe_at;
+        answer["paused"].push_back(std::move(item));
     }
     res.body = answer.dump();
 }

@@ -71,6 +71,30 @@ void print_fleet(const fleet::FleetView& view) {
 
 // The event types the live hosts' loaded handlers support (a stopped or silent host's do
 // not count: nothing claims for it).
+// Paused handlers, then one line per open circuit breaker (a pause by "circuit-breaker").
+void print_paused(const std::vector<routing::PausedHandler>& paused) {
+    std::cout << "\nPAUSED HANDLERS (fleet-wide; their events wait)\n";
+    if (paused.empty()) std::cout << "none\n";
+    for (const auto& p : paused) {
+        std::cout << std::setw(32) << safe(p.handler) << "paused since " << safe(p.paused_at) << " by " << safe(p.paused_by)
+                  << "\n";
+    }
+    std::cout << "\nOPEN CIRCUIT BREAKERS (`outboxd handlers resume NAME` closes one now, `pause` makes it a manual pause)\n";
+    bool any = false;
+    for (const auto& p : paused) {
+        if (!p.circuit_open()) continue;
+        any = true;
+        std::cout << std::setw(32) << safe(p.handler) << "circuit open since " << safe(p.paused_at);
+        if (!p.probe_host.empty()) {
+            std::cout << ", probe running on " << safe(p.probe_host) << "\n";
+        } else {
+            std::cout << ", next probe at " << (p.next_probe_at.empty() ? std::string("once due") : safe(p.next_probe_at))
+                      << "\n";
+        }
+    }
+    if (!any) std::cout << "none\n";
+}
+
 std::vector<std::string> live_handled_types(const fleet::FleetView& view) {
     std::set<std::string> types;
     for (const auto& host : view.hosts) {
@@ -118,13 +142,7 @@ int status_command(const config::Config& config) {
                       << " (outbox_publish() refuses unregistered event types when true; change it with "
                          "`outboxd migrate --require-registered-types=true|false`)\n";
         }
-        const auto paused = routing::read_paused_handlers(*conn);
-        std::cout << "\nPAUSED HANDLERS (fleet-wide; their events wait)\n";
-        if (paused.empty()) std::cout << "none\n";
-        for (const auto& p : paused) {
-            std::cout << std::setw(32) << safe(p.handler) << "paused since " << safe(p.paused_at) << " by " << safe(p.paused_by)
-                      << "\n";
-        }
+        print_paused(routing::read_paused_handlers(*conn));
         print_fleet(fleet);
         return 0;
     } catch (const std::exception&) {

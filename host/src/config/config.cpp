@@ -188,19 +188,59 @@ nlohmann::ordered_json to_json(const FileReader& file, const std::string& path, 
     }
 }
 
+// The handler keys under `prefix` ("" or "circuit_breaker."), without it.
+std::vector<std::string_view> handler_keys_under(std::string_view prefix) {
+    std::vector<std::string_view> names;
+    for (const auto& handler_key : handler_keys()) {
+        std::string_view name = handler_key.name;
+        if (name.substr(0, prefix.size()) != prefix) continue;
+        name.remove_prefix(prefix.size());
+        if (name.find('.') == std::string_view::npos) names.push_back(name);
+    }
+    return names;
+}
+
+const HandlerKey* find_handler_key(std::string_view name) {
+    const auto keys = handler_keys();
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const HandlerKey& k) { return k.name == name; });
+    return it == keys.end() ? nullptr : &*it;
+}
+
+// handlers.<name>.circuit_breaker: a mapping (possibly empty) of its own scalar keys.
+void read_circuit_breaker(const FileReader& file, const std::string& path, const YAML::Node& key,
+                          const YAML::Node& value, HandlerSettings& settings) {
+    if (!value.IsMap()) {
+        fail_at(path, file.origin(key, value),
+                "expected a mapping of failure_ratio, min_calls, window and cool_down (write {} for the defaults), "
+                "got " + FileReader::kind(value));
+    }
+    settings.circuit_breaker.emplace();
+    const std::string prefix = "circuit_breaker.";
+    const auto allowed = handler_keys_under(prefix);
+    file.each_entry(path, value,
+                    [&](const std::string& full, const std::string& name, const YAML::Node& sub_key,
+                        const YAML::Node& sub_value) {
+                        const HandlerKey* handler_key = find_handler_key(prefix + name);
+                        if (handler_key == nullptr) fail_unknown(full, name, file.origin(sub_key), allowed);
+                        handler_key->apply(settings, Value{full, file.scalar(full, sub_key, sub_value)});
+                    });
+}
+
 HandlerSettings read_handler(const FileReader& file, const std::string& path, const YAML::Node& section) {
     HandlerSettings settings;
-    const auto keys = handler_keys();
-    std::vector<std::string_view> allowed;
-    for (const auto& handler_key : keys) allowed.push_back(handler_key.name);
+    const auto allowed = handler_keys_under("");
     file.each_entry(
         path, section,
         [&](const std::string& full, const std::string& name, const YAML::Node& key, const YAML::Node& value) {
-            const auto handler_key =
-                std::find_if(keys.begin(), keys.end(), [&](const HandlerKey& k) { return k.name == name; });
-            if (handler_key == keys.end()) fail_unknown(full, name, file.origin(key), allowed);
+            const HandlerKey* handler_key =
+                name.find('.') == std::string::npos ? find_handler_key(name) : nullptr;
+            if (handler_key == nullptr) fail_unknown(full, name, file.origin(key), allowed);
             if (handler_key->apply != nullptr) {
                 handler_key->apply(settings, Value{full, file.scalar(full, key, value)});
+                return;
+            }
+            if (name == "circuit_breaker") {
+                read_circuit_breaker(file, full, key, value, settings);
                 return;
             }
             if (value.IsNull()) return;

@@ -29,6 +29,16 @@ struct ListenAddress {
     bool operator==(const ListenAddress&) const = default;
 };
 
+/// handlers.<name>.circuit_breaker: the fleet pauses the handler while its calls fail (see
+/// docs/operations.md, "Circuit breaker"). Each value has the documented default.
+struct CircuitBreakerSettings {
+    double failure_ratio = 0.5;  // share of retryable failures, in (0, 1], that opens it
+    int min_calls = 20;          // calls in the window before the share counts
+    milliseconds window{std::chrono::seconds{30}};     // the sliding window the share is taken over
+    milliseconds cool_down{std::chrono::seconds{30}};  // open this long before a probe call
+    bool operator==(const CircuitBreakerSettings&) const = default;
+};
+
 struct HandlerSettings {
     std::optional<int> max_concurrency;         // fleet-wide calls in flight
     std::optional<double> rate_limit_per_second;  // fleet-wide call starts per second
@@ -36,6 +46,7 @@ struct HandlerSettings {
     /// Config::handler() always returns it set.
     std::optional<milliseconds> timeout;
     std::string config_json = "{}";  // the `config:` section as JSON
+    std::optional<CircuitBreakerSettings> circuit_breaker;  // unset: no breaker (opt-in)
     bool operator==(const HandlerSettings&) const = default;
 };
 

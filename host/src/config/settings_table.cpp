@@ -5,6 +5,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
+CircuitBreakerSettings& breaker(HandlerSettings& h) {
+    if (!h.circuit_breaker) h.circuit_breaker.emplace();
+    return *h.circuit_breaker;
+}
+
 const std::array kSettings{
     Setting{"database.url", "OUTBOX_DATABASE_URL", [](Config& c, const Value& v) { c.database.url = v.raw.text; },
             "(libpq defaults: `PGHOST`, ...)", "the database to use", "a libpq connection string or URL"},
@@ -171,6 +176,24 @@ const std::array kHandlerKeys{
                "(= `outbox.handler_timeout`)", "the handler call's deadline (`ctx.deadline()`)"},
     HandlerKey{"config", nullptr, "{}", "free-form, handed to the plugin as JSON; keys that look like secrets "
                "are refused", "a mapping"},
+    // The breaker is a mapping of its own keys, each listed below it; writing the mapping
+    // (`circuit_breaker: {}` for every default) turns it on.
+    HandlerKey{"circuit_breaker", nullptr, "(off)",
+               "pause the handler on every host while its calls fail, probe after a cool-down "
+               "([Circuit breaker](#circuit-breaker)); `{}` turns it on with the defaults below",
+               "a mapping of the four keys below"},
+    HandlerKey{"circuit_breaker.failure_ratio",
+               [](HandlerSettings& h, const Value& v) { breaker(h).failure_ratio = to_ratio(v); }, "0.5",
+               "the share of retryable failures among the handler's calls in the window that opens the breaker"},
+    HandlerKey{"circuit_breaker.min_calls",
+               [](HandlerSettings& h, const Value& v) { breaker(h).min_calls = to_int(v, 1, 1000000); }, "20",
+               "the share counts only with at least this many calls in the window"},
+    HandlerKey{"circuit_breaker.window",
+               [](HandlerSettings& h, const Value& v) { breaker(h).window = to_duration(v, 1ms, 24h); }, "30s",
+               "the sliding window of calls (each host judges its own calls)"},
+    HandlerKey{"circuit_breaker.cool_down",
+               [](HandlerSettings& h, const Value& v) { breaker(h).cool_down = to_duration(v, 1ms, 24h); }, "30s",
+               "how long the breaker stays open before one probe call, and again after a failed probe"},
 };
 
 }  // namespace

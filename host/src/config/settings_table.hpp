@@ -33,7 +33,8 @@ constexpr std::array<std::string_view, 7> kSections{"database", "outbox", "plugi
                                                     "handlers"};
 
 // The keys of a `handlers.<name>` section, declared like kSettings (file only, no variable).
-// `config` is a mapping handed to the plugin; the others are scalars parsed by `apply`.
+// `config` is a mapping handed to the plugin; `circuit_breaker` is a mapping of the keys
+// named `circuit_breaker.<key>`; the others are scalars parsed by `apply`.
 struct HandlerKey {
     std::string_view name;
     void (*apply)(HandlerSettings&, const Value&);

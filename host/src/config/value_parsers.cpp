@@ -135,6 +135,14 @@ double to_rate(const Value& v) {
     return *value;
 }
 
+double to_ratio(const Value& v) {
+    const auto value = parse_number<double>(v.raw.text);
+    if (!value || !std::isfinite(*value) || *value <= 0.0 || *value > 1.0) {
+        fail(v, "expected a number greater than 0 and at most 1");
+    }
+    return *value;
+}
+
 // An OTLP/HTTP endpoint: plain http (a collector or agent next to the host; TLS is the
 // collector's job), a host, a port and a path. Empty: off.
 std::string to_otlp_endpoint(const Value& v) {

@@ -55,6 +55,7 @@ std::string to_header_name(const Value& v);
 std::string to_choice(const Value& v, std::initializer_list<std::string_view> choices);
 std::optional<ListenAddress> to_listen(const Value& v);
 double to_rate(const Value& v);
+double to_ratio(const Value& v);  // in (0, 1]
 std::string to_otlp_endpoint(const Value& v);
 std::string to_service_name(const Value& v);
 

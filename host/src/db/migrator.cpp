@@ -445,7 +445,7 @@ constexpr TableGrant kRuntimeTables[] = {
     {"outbox_schema_history", "SELECT"},  // start-up schema check
     {"outbox_role", "SELECT"},
     {"outbox_bulk_retry", "SELECT, INSERT"},               // append-only bulk re-drives
-    {"outbox_handler_pause", "SELECT, INSERT, DELETE"},    // pause and resume
+    {"outbox_handler_pause", "SELECT, INSERT, UPDATE, DELETE"},  // pause, resume, circuit-breaker probes
     {"outbox_event_type", "SELECT"},  // applied by `outboxd event-types apply` as the migrating role
     {"outbox_setting", "SELECT"},     // written by migrate and event-types apply
     {"outbox_discard", "SELECT, INSERT"},  // append-only discards

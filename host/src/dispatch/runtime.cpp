@@ -41,6 +41,7 @@ Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const routing::HandlerS
       handlers_(std::move(handlers)), metrics_(metrics), on_exhausted_(std::move(on_exhausted)),
       loop_observer_(loop_observer),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
+      breakers_(options_.host_id, pool_, metrics_, paused_, wakeup_),
       completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_,
                FleetLimiter::Options{.holder = options_.host_id, .session_url = options_.session_url}) {
     if (!options_.telemetry.otlp_endpoint.empty()) {
@@ -91,7 +92,7 @@ void Runtime::start() {
     claiming_.start("scheduler", [this](std::stop_token stop) {
         // Stopped with the group, or alone when the host cannot keep its concurrency.
         const std::stop_callback forward(stop, [this] { stop_claiming_.request_stop(); });
-        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, loop_observer_,
+        Scheduler(options_, outage_, queue_, in_flight_, wakeup_, metrics_, handlers_, paused_, breakers_, loop_observer_,
                   spans_.get())
             .run(stop_claiming_.get_token());
     });
@@ -111,7 +112,7 @@ void Runtime::spawn_worker(WorkQueue::Lane lane) {
 
 void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane) {
     Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy_,
-                  options_.max_attempts, options_.abandon_grace, paused_, spans_.get());
+                  options_.max_attempts, options_.abandon_grace, paused_, breakers_, spans_.get());
     while (auto work = queue_.pop(lane)) {
         // Frees the queue slot however process() ends, unless the call was abandoned: then
         // the host freed it already.
@@ -224,8 +225,17 @@ void Runtime::release_unstarted(std::vector<Work> unstarted, std::chrono::steady
     // Not giving them back only delays them until their leases expire.
     for (int attempt = 0; attempt < 5 && (attempt == 0 || std::chrono::steady_clock::now() < deadline); ++attempt) {
         int released = 0;
-        if (session.run([&](pqxx::connection& conn) { released = lease::LeaseStore(conn).release(leases); },
-                        never.get_token())) {
+        if (session.run(
+                [&](pqxx::connection& conn) {
+                    released = lease::LeaseStore(conn).release(leases);
+                    // A circuit breaker's probe that never ran: another host may probe at once.
+                    for (const auto& work : unstarted) {
+                        if (work.probe && !work.probe->settled.exchange(true)) {
+                            breakers_.release_probe(conn, work.probe->handler, work.probe->token);
+                        }
+                    }
+                },
+                never.get_token())) {
             log::info("released " + std::to_string(released) + " claimed event(s) no handler had started");
             break;
         }

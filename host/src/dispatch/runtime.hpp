@@ -12,6 +12,7 @@
 #include "db/connection_pool.hpp"
 #include "db/db_session.hpp"
 #include "db/outage_log.hpp"
+#include "dispatch/circuit_breaker.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/fleet_limiter.hpp"
 #include "dispatch/in_flight.hpp"
@@ -104,6 +105,7 @@ private:
     WorkQueue queue_;
     db::Wakeup wakeup_;
     routing::PausedHandlers paused_;
+    CircuitBreakers breakers_;
     Completer completer_;
     FleetLimiter limiter_;
     std::unique_ptr<telemetry::SpanExporter> spans_;  // with telemetry.otlp_endpoint only

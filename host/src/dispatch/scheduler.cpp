@@ -73,16 +73,17 @@ void Scheduler::run(std::stop_token stop) {
         // the plugin directory changes meanwhile.
         loop.handlers = handlers_.get();
         if (!refresh_paused(loop, stop)) continue;
+        if (!probe_breakers(loop, stop)) continue;
         const Claimable claimable = claimable_types(*loop.handlers);
         if (claimable.types.empty()) {
-            wakeup_.wait_for(loop.idle_wait, stop);
+            wakeup_.wait_for(idle_wait(loop), stop);
             continue;
         }
         if (!release_untracked(loop, stop)) continue;
         if (!claim_suspect(loop, claimable.types, stop)) continue;
         const int free = free_slots();
         if (free <= 0 || (free < options_.batch_size && queue_.queued() > options_.concurrency / 2)) {
-            wakeup_.wait_for(loop.idle_wait, stop);
+            wakeup_.wait_for(idle_wait(loop), stop);
             continue;
         }
         claim_normal(loop, claimable, free, stop);
@@ -94,16 +95,22 @@ bool Scheduler::refresh_paused(Loop& loop, const std::stop_token& stop) {
     // and at every poll interval, the fallback when a notification is lost.
     if (paused_.take_stale() || !paused_.loaded() || std::chrono::steady_clock::now() >= loop.next_pause_read) {
         std::set<std::string> names;
+        std::set<std::string> by_breaker;
         if (!loop.session.run(
                 [&](pqxx::connection& conn) {
                     names.clear();
-                    for (auto& paused : routing::read_paused_handlers(conn)) names.insert(std::move(paused.handler));
+                    by_breaker.clear();
+                    for (auto& paused : routing::read_paused_handlers(conn)) {
+                        if (paused.circuit_open()) by_breaker.insert(paused.handler);
+                        names.insert(std::move(paused.handler));
+                    }
                 },
                 stop)) {
             paused_.mark_stale();
             return false;
         }
-        paused_.set(std::move(names));
+        breakers_.forget(names);
+        paused_.set(std::move(names), std::move(by_breaker));
         loop.next_pause_read = std::chrono::steady_clock::now() + options_.poll_interval;
     }
     return true;
@@ -222,12 +229,91 @@ void Scheduler::claim_normal(Loop& loop, const Claimable& claimable, int free, c
     hand_out(loop, claimed, false, started);
     if (!ok) return;
     // A full claim means more may be due right now; otherwise wait for a wake-up.
-    if (!more_due) wakeup_.wait_for(loop.idle_wait, stop);
+    if (!more_due) wakeup_.wait_for(idle_wait(loop), stop);
+}
+
+bool Scheduler::probe_breakers(Loop& loop, const std::stop_token& stop) {
+    const std::set<std::string> open = paused_.by_breaker();
+    if (open.empty()) return true;
+    for (const auto& entry : loop.handlers->entries()) {
+        if (!open.contains(entry.name) || std::chrono::steady_clock::now() < breakers_.next_probe_try(entry.name)) {
+            continue;
+        }
+        if (free_slots() <= 0) return true;  // tried again when a worker frees a slot
+        if (!probe_breaker(loop, entry, stop)) return false;
+    }
+    return true;
+}
+
+bool Scheduler::probe_breaker(Loop& loop, const routing::HandlerEntry& entry, const std::stop_token& stop) {
+    // The probe's event: one of a type of this handler that no other paused handler holds.
+    const std::set<std::string> paused = paused_.get();
+    std::vector<std::string> types;
+    for (const auto& type : entry.event_types) {
+        const auto entries = loop.handlers->for_type(type);
+        if (std::none_of(entries.begin(), entries.end(), [&](const routing::HandlerEntry* other) {
+                return other != &entry && paused.contains(other->name);
+            })) {
+            types.push_back(type);
+        }
+    }
+    // Held through a wait for a fleet slot (up to the timeout) and the call itself (up to the
+    // timeout and the grace before it is abandoned); a host that dies holds it no longer.
+    const auto hold = 2 * entry.settings.timeout + options_.abandon_grace + std::chrono::seconds{5};
+    CircuitBreakers::TakeResult taken;
+    std::vector<lease::ClaimedEvent> claimed;
+    const std::uint64_t started = spans_ ? telemetry::now_unix_nano() : 0;
+    if (!loop.session.run(
+            [&](pqxx::connection& conn) {
+                claimed.clear();
+                taken = breakers_.take_probe(conn, entry.name, hold);
+                if (!taken.token) return;
+                lease::LeaseStore store(conn);
+                if (!loop.claiming_since) loop.claiming_since = store.server_time();
+                if (!types.empty()) claimed = store.claim(types, 1, loop.owner, options_.lease_duration);
+                if (claimed.empty()) breakers_.release_probe(conn, entry.name, *taken.token);
+            },
+            stop)) {
+        return false;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (claimed.empty()) {
+        // Not due yet (try when the database says it may be, re-reading at least every poll
+        // interval), or nothing to call: a new event wakes the scheduler up anyway.
+        const auto wait = taken.token ? options_.poll_interval : taken.due_in.value_or(options_.poll_interval);
+        breakers_.set_next_probe_try(entry.name,
+                                     now + std::min(std::max(wait, std::chrono::milliseconds{10}), options_.poll_interval));
+        return true;
+    }
+    breakers_.set_next_probe_try(entry.name, now + hold);
+    auto probe = std::make_shared<Probe>();
+    probe->handler = entry.name;
+    probe->token = *taken.token;
+    log::info("circuit breaker probe: one call after the cool-down", {.event_id = claimed.front().event.id,
+                                                                      .event_type = claimed.front().event.type,
+                                                                      .handler = entry.name});
+    hand_out(loop, claimed, false, started, std::move(probe));
+    return true;
+}
+
+std::chrono::milliseconds Scheduler::idle_wait(const Loop& loop) const {
+    std::chrono::milliseconds wait = loop.idle_wait;
+    const std::set<std::string> open = paused_.by_breaker();
+    if (open.empty() || !loop.handlers) return wait;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& entry : loop.handlers->entries()) {
+        if (!open.contains(entry.name)) continue;
+        // One due already was tried this pass, or waits for a free slot (a freed slot wakes
+        // the scheduler).
+        const auto due = std::chrono::ceil<std::chrono::milliseconds>(breakers_.next_probe_try(entry.name) - now);
+        if (due.count() > 0) wait = std::min(wait, due);
+    }
+    return wait;
 }
 
 // `started`: when the claim began (telemetry::now_unix_nano()), for its span.
 void Scheduler::hand_out(const Loop& loop, std::vector<lease::ClaimedEvent>& claimed, bool suspect,
-                         std::uint64_t started) {
+                         std::uint64_t started, std::shared_ptr<Probe> probe) {
     if (claimed.empty()) return;
     metrics_.events_claimed(claimed.size());
     if (spans_) spans_->record(telemetry::claim_span(started, claimed.size(), suspect));
@@ -236,7 +322,7 @@ void Scheduler::hand_out(const Loop& loop, std::vector<lease::ClaimedEvent>& cla
     for (auto& item : claimed) {
         auto flight = in_flight_.add(lease::LeaseRef{item.event.id, item.lease_token}, item.event.type,
                                      item.event.attempt, suspect);
-        work.push_back(Work{std::move(item), std::move(flight), loop.handlers, suspect});
+        work.push_back(Work{std::move(item), std::move(flight), loop.handlers, suspect, probe});
     }
     queue_.push(std::move(work));
 }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "dispatch/circuit_breaker.hpp"
 #include "dispatch/in_flight.hpp"
 #include "lease/lease_store.hpp"
 #include "routing/handler_set.hpp"
@@ -20,6 +21,7 @@ struct Work {
     std::shared_ptr<InFlight> flight;
     std::shared_ptr<const routing::HandlerSet> handlers;
     bool suspect = false;  // runs in the suspect lane (see WorkQueue)
+    std::shared_ptr<Probe> probe;  // the probe call of an open circuit breaker; null: none
 };
 
 /// Claimed events waiting for a worker, plus the count of events being worked on. The

@@ -71,6 +71,23 @@ void log_outcome(const sdk::Event& event, const std::string& handler, const Hand
 }  // namespace
 
 bool Worker::process(const Work& work) {
+    const bool keep_working = process_handlers(work);
+    // A probe whose handler was not called (consumed already, lease lost, host stopping)
+    // is given back undecided, so another probe can run at once.
+    if (work.probe && !work.probe->settled) breakers_.probe_released(*work.probe);
+    return keep_working;
+}
+
+void Worker::note_call(const Work& work, const routing::HandlerEntry& entry, core::HandlerOutcome::Kind kind) {
+    if (work.probe && work.probe->handler == entry.name) {
+        const auto cool_down = entry.settings.circuit_breaker.value_or(config::CircuitBreakerSettings{}).cool_down;
+        breakers_.probe_finished(*work.probe, kind, cool_down);
+        return;
+    }
+    breakers_.record(entry, kind);
+}
+
+bool Worker::process_handlers(const Work& work) {
     std::vector<core::HandlerOutcome> outcomes;
     std::vector<std::string> consumed_now;
     const std::vector<const routing::HandlerEntry*> pending = pending_handlers(work);
@@ -100,8 +117,10 @@ Worker::Step Worker::call_handler(const Work& work, const routing::HandlerEntry&
         return Step::Done;
     }
     // Paused since the claim: the call does not start. The event waits without using the
-    // attempt, unless a handler already failed in it (that failure decides as usual).
-    if (paused_.contains(entry.name)) {
+    // attempt, unless a handler already failed in it (that failure decides as usual). An open
+    // circuit breaker's probe is the one call its paused handler gets.
+    const bool probe = work.probe && work.probe->handler == entry.name;
+    if (paused_.contains(entry.name) && !probe) {
         permit.reset();
         const bool failed_so_far = any_failed(outcomes);
         if (failed_so_far) return Step::Decide;
@@ -139,9 +158,11 @@ Worker::Step Worker::run_call(const Work& work, const routing::HandlerEntry& ent
     record_call_span(spans_, trace, event, entry.name, run);
     if (run.abandoned) {
         metrics_.handler_call(entry.name, "abandoned", run.duration);
+        note_call(work, entry, core::HandlerOutcome::Kind::Retry);  // stored as HANDLER_TIMEOUT, retryable
         return Step::Abandoned;
     }
     metrics_.handler_call(entry.name, result_label(run.outcome.kind), run.duration);
+    note_call(work, entry, run.outcome.kind);
     log_outcome(event, entry.name, run, consumed_now);
     if (run.completed) {
         metrics_.event_outcome(metrics::Metrics::Outcome::Completed);

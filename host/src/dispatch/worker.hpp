@@ -4,6 +4,7 @@
 
 #include "core/retry_policy.hpp"
 #include "db/connection_pool.hpp"
+#include "dispatch/circuit_breaker.hpp"
 #include "dispatch/completer.hpp"
 #include "dispatch/fleet_limiter.hpp"
 #include "dispatch/in_flight.hpp"
@@ -24,10 +25,10 @@ public:
     Worker(db::ConnectionPool& pool, Completer& completer, InFlightTable& in_flight, FleetLimiter& limiter,
            metrics::Metrics& metrics, const std::atomic<bool>& stopping, const std::atomic<bool>& hard_stop,
            core::RetryPolicy policy, int max_attempts, std::chrono::milliseconds abandon_grace,
-           const routing::PausedHandlers& paused, telemetry::SpanExporter* spans = nullptr)
+           const routing::PausedHandlers& paused, CircuitBreakers& breakers, telemetry::SpanExporter* spans = nullptr)
         : pool_(pool), completer_(completer), in_flight_(in_flight), limiter_(limiter), metrics_(metrics),
           stopping_(stopping), hard_stop_(hard_stop), policy_(policy), max_attempts_(max_attempts),
-          abandon_grace_(abandon_grace), paused_(paused), spans_(spans) {}
+          abandon_grace_(abandon_grace), paused_(paused), breakers_(breakers), spans_(spans) {}
 
     /// Returns false when the host abandoned one of the event's handler calls (it overran
     /// its deadline plus the grace): the host has stored the outcome and freed the slot,
@@ -35,6 +36,9 @@ public:
     [[nodiscard]] bool process(const Work& work);
 
 private:
+    bool process_handlers(const Work& work);
+    /// Tells the circuit breakers how a call ended (a probe's verdict, or one call of the window).
+    void note_call(const Work& work, const routing::HandlerEntry& entry, core::HandlerOutcome::Kind kind);
     /// Gives the event back without counting the attempt (host stopping before a call, or
     /// a handler paused since the claim).
     void release(const Work& work);
@@ -69,6 +73,7 @@ private:
     int max_attempts_;
     std::chrono::milliseconds abandon_grace_;
     const routing::PausedHandlers& paused_;
+    CircuitBreakers& breakers_;
     telemetry::SpanExporter* spans_;  // null: no spans
 };
 

@@ -35,4 +35,24 @@ std::map<std::string, Histogram> Metrics::handler_durations() const {
     return durations_;
 }
 
+void Metrics::circuit_opened(const std::string& handler) {
+    std::lock_guard lock(mutex_);
+    ++circuit_openings_[handler];
+}
+
+void Metrics::circuit_probe(const std::string& handler, const std::string& result) {
+    std::lock_guard lock(mutex_);
+    ++circuit_probes_[{handler, result}];
+}
+
+std::map<std::string, std::uint64_t> Metrics::circuit_openings() const {
+    std::lock_guard lock(mutex_);
+    return circuit_openings_;
+}
+
+std::map<std::pair<std::string, std::string>, std::uint64_t> Metrics::circuit_probes() const {
+    std::lock_guard lock(mutex_);
+    return circuit_probes_;
+}
+
 }  // namespace outbox::metrics

@@ -39,6 +39,10 @@ public:
     void telemetry_spans_dropped(std::uint64_t n) noexcept { spans_dropped_ += n; }
     /// Handler threads abandoned past their deadline that have not returned (a gauge).
     void abandoned_threads(int n) noexcept { abandoned_threads_ = n; }
+    /// This host opened `handler`'s circuit breaker (paused it fleet-wide).
+    void circuit_opened(const std::string& handler);
+    /// This host's probe call of `handler` ended: `result` "success" or "failure".
+    void circuit_probe(const std::string& handler, const std::string& result);
 
     [[nodiscard]] std::uint64_t outcome_count(Outcome outcome) const noexcept;
     [[nodiscard]] std::uint64_t leases_lost() const noexcept { return leases_lost_; }
@@ -53,6 +57,10 @@ public:
     /// (handler, result) -> calls
     [[nodiscard]] std::map<std::pair<std::string, std::string>, std::uint64_t> handler_calls() const;
     [[nodiscard]] std::map<std::string, Histogram> handler_durations() const;
+    /// handler -> breaker openings by this host
+    [[nodiscard]] std::map<std::string, std::uint64_t> circuit_openings() const;
+    /// (handler, result) -> probe calls by this host
+    [[nodiscard]] std::map<std::pair<std::string, std::string>, std::uint64_t> circuit_probes() const;
 
 private:
     std::array<std::atomic<std::uint64_t>, 5> outcomes_{};
@@ -68,6 +76,8 @@ private:
     mutable std::mutex mutex_;
     std::map<std::pair<std::string, std::string>, std::uint64_t> calls_;
     std::map<std::string, Histogram> durations_;
+    std::map<std::string, std::uint64_t> circuit_openings_;
+    std::map<std::pair<std::string, std::string>, std::uint64_t> circuit_probes_;
 };
 
 }  // namespace outbox::metrics

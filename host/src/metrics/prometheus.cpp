@@ -92,6 +92,12 @@ void write_database_gauges(Writer& w, const DbGauges& gauges) {
     for (const auto& [handler, paused] : gauges.handler_paused) {
         w.sample("outbox_handler_paused", {{"handler", handler}}, paused ? "1" : "0");
     }
+    w.family("outbox_circuit_open", "gauge",
+             "1 while the handler's circuit breaker is open (it paused the handler fleet-wide), else 0; this "
+             "host's handlers with a breaker and every open one.");
+    for (const auto& [handler, open] : gauges.circuit_open) {
+        w.sample("outbox_circuit_open", {{"handler", handler}}, open ? "1" : "0");
+    }
     w.family("outbox_handler_slots_taken", "gauge",
              "Fleet concurrency slots (max_concurrency) taken and not expired, by any host; a slot of an "
              "abandoned call stays taken until the call returns.");
@@ -132,6 +138,17 @@ void write_outcomes_and_calls(Writer& w, const Metrics& metrics) {
     w.family("outbox_handler_calls_total", "counter", "Handler calls made by this host, by handler and result.");
     for (const auto& [key, count] : metrics.handler_calls()) {
         w.sample("outbox_handler_calls_total", {{"handler", key.first}, {"result", key.second}}, count);
+    }
+
+    w.family("outbox_circuit_openings_total", "counter",
+             "Circuit breakers this host opened (paused the handler fleet-wide), by handler.");
+    for (const auto& [handler, count] : metrics.circuit_openings()) {
+        w.sample("outbox_circuit_openings_total", {{"handler", handler}}, count);
+    }
+    w.family("outbox_circuit_probes_total", "counter",
+             "Probe calls of an open circuit breaker made by this host, by handler and result (success, failure).");
+    for (const auto& [key, count] : metrics.circuit_probes()) {
+        w.sample("outbox_circuit_probes_total", {{"handler", key.first}, {"result", key.second}}, count);
     }
 
     w.family("outbox_handler_duration_seconds", "histogram", "Duration of handler calls made by this host.");

@@ -27,6 +27,9 @@ struct DbGauges {
     std::map<std::string, long long> fleet_hosts;
     /// This host's handlers and every handler paused fleet-wide: paused or not.
     std::map<std::string, bool> handler_paused;
+    /// This host's handlers with a circuit breaker and every handler an open breaker paused:
+    /// open or not.
+    std::map<std::string, bool> circuit_open;
     /// Event types whose handler sets differ between live hosts.
     long long fleet_handler_mismatches = 0;
     /// Per handler with a max_concurrency: fleet slots taken and not expired, by any host

@@ -5,6 +5,7 @@
 
 #include "db/event_sql.hpp"
 #include "db/pg_array.hpp"
+#include "routing/paused_handlers.hpp"
 
 namespace outbox::operations {
 namespace {
@@ -64,7 +65,7 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const routing::HandlerS
     limit_statement(tx, timeout);
     const pqxx::row row =
         tx.exec_params1(db::event_sql::kGauges, arrays.names, arrays.types, std::optional<std::string>{});
-    const pqxx::result paused = tx.exec("SELECT handler_name FROM outbox_handler_pause");
+    const pqxx::result paused = tx.exec("SELECT handler_name, paused_by FROM outbox_handler_pause");
     const pqxx::result slots = tx.exec(
         "SELECT handler_name, count(*) FILTER (WHERE token IS NOT NULL AND expires_at > clock_timestamp()) "
         "FROM outbox_handler_slot GROUP BY handler_name");
@@ -74,6 +75,13 @@ metrics::DbGauges read_db_gauges(pqxx::connection& conn, const routing::HandlerS
     // This host's handlers (0 or 1) and every handler paused fleet-wide (1).
     for (const auto& entry : handlers.entries()) gauges.handler_paused[entry.name] = false;
     for (const auto& p : paused) gauges.handler_paused[p[0].as<std::string>()] = true;
+    // Circuit breakers: this host's handlers with one (0 or 1) and every open one (1).
+    for (const auto& entry : handlers.entries()) {
+        if (entry.settings.circuit_breaker) gauges.circuit_open[entry.name] = false;
+    }
+    for (const auto& p : paused) {
+        if (p[1].as<std::string>() == routing::kCircuitBreakerActor) gauges.circuit_open[p[0].as<std::string>()] = true;
+    }
     for (const auto& slot : slots) gauges.handler_slots_taken[slot[0].as<std::string>()] = slot[1].as<long long>();
     gauges.backlog["PENDING"] = row[0].as<long long>();
     gauges.backlog["RETRY_WAIT"] = row[1].as<long long>();

@@ -15,10 +15,19 @@ namespace outbox::routing {
 /// outbox_handler_pause (the payload, the handler name, is informational).
 inline constexpr const char* kHandlerNotifyChannel = "outboxd_handlers";
 
+/// The pause actor of an open circuit breaker; every other paused_by is an operator's pause,
+/// which the breaker never resumes.
+inline constexpr const char* kCircuitBreakerActor = "circuit-breaker";
+
 struct PausedHandler {
     std::string handler;
     std::string paused_at;  // RFC 3339, UTC
     std::string paused_by;
+    /// An open circuit breaker's pause (paused_by = kCircuitBreakerActor): when its next probe
+    /// may start (RFC 3339, UTC), and the host running a probe now (empty: none).
+    std::string next_probe_at;
+    std::string probe_host;
+    [[nodiscard]] bool circuit_open() const { return paused_by == kCircuitBreakerActor; }
 };
 
 std::vector<PausedHandler> read_paused_handlers(pqxx::connection& conn);
@@ -28,9 +37,12 @@ std::vector<PausedHandler> read_paused_handlers(pqxx::connection& conn);
 /// interval; until the first read it claims nothing. Thread-safe.
 class PausedHandlers {
 public:
-    void set(std::set<std::string> names);
+    /// `names`: every paused handler; `by_breaker`: those of them an open circuit breaker paused.
+    void set(std::set<std::string> names, std::set<std::string> by_breaker = {});
     [[nodiscard]] bool contains(const std::string& name) const;
     [[nodiscard]] std::set<std::string> get() const;
+    /// The handlers paused by an open circuit breaker.
+    [[nodiscard]] std::set<std::string> by_breaker() const;
     [[nodiscard]] bool loaded() const noexcept { return loaded_; }
 
     void mark_stale() noexcept { stale_ = true; }
@@ -40,6 +52,7 @@ public:
 private:
     mutable std::mutex mutex_;
     std::set<std::string> names_;
+    std::set<std::string> by_breaker_;
     std::atomic<bool> loaded_{false};
     std::atomic<bool> stale_{true};
 };
