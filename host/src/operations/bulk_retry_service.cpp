@@ -16,10 +16,6 @@ namespace outbox::operations {
 namespace {
 
 
-RetryRejected unprocessable(std::string code, std::string message) {
-    return {RetryRejected::Kind::Unprocessable, std::move(code), std::move(message)};
-}
-
 RetryRejected bad_timestamp() {
     return unprocessable("INVALID_OCCURRED_BEFORE",
                          "occurred_before must be an RFC 3339 timestamp with an offset, e.g. 2026-11-30T12:00:00Z");

@@ -18,17 +18,13 @@ namespace {
 
 using nlohmann::json;
 
-RetryRejected unprocessable(std::string code, std::string message) {
-    return {RetryRejected::Kind::Unprocessable, std::move(code), std::move(message)};
-}
-
 RetryRejected bad_time(const char* field) {
     return unprocessable("INVALID_TIME", std::string(field) +
                                              " must be an RFC 3339 timestamp with an offset, e.g. 2026-11-30T12:00:00Z");
 }
 
 // Requests with the same key wait for each other: the second then finds the first's row.
-constexpr const char* kKeyLockSql =
+constexpr const char* kOperationKeyLockSql =
     "SELECT pg_advisory_xact_lock(hashtext('outboxd:operation:' || $1 || ':' || $2))";
 
 constexpr const char* kFindSql = R"SQL(
@@ -42,7 +38,7 @@ VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11::timestamptz)
 RETURNING id::text
 )SQL";
 
-constexpr const char* kAuditSql = R"SQL(
+constexpr const char* kOperationAuditSql = R"SQL(
 INSERT INTO audit_event (actor, action, company_id, target_id, detail) VALUES ($1, $2, $3, $4, $5::jsonb)
 )SQL";
 
@@ -201,7 +197,7 @@ OperationStartResult attempt_start(pqxx::connection& conn, const OperationReques
     const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_operation_request(request));
     const std::string key_hash = hashes[0].as<std::string>();
     const std::string request_hash = hashes[1].as<std::string>();
-    tx.exec_params(kKeyLockSql, company, key_hash);
+    tx.exec_params(kOperationKeyLockSql, company, key_hash);
     const pqxx::result earlier = tx.exec_params(kFindSql, company, key_hash);
     if (!earlier.empty()) {
         if (earlier[0][1].as<std::string>() != request_hash) return key_reused();
@@ -220,7 +216,7 @@ OperationStartResult attempt_start(pqxx::connection& conn, const OperationReques
                                .as<std::string>();
     const json detail{{"operation_id", id}, {"action", request.action}, {"filter", filter},
                       {"total", total},     {"channel", request.channel}};
-    tx.exec_params0(kAuditSql, request.actor, "outbox.operation_start", request.company_id, id, detail.dump());
+    tx.exec_params0(kOperationAuditSql, request.actor, "outbox.operation_start", request.company_id, id, detail.dump());
     tx.commit();
     return OperationStarted{id, false};
 }
@@ -371,7 +367,7 @@ std::optional<OperationCancelled> cancel_operation(pqxx::connection& conn, const
                               {"failed", answer.status.failed}, {"channel", channel}};
             const std::optional<std::string> company =
                 r[0][9].is_null() ? std::nullopt : std::optional<std::string>(r[0][9].as<std::string>());
-            tx.exec_params0(kAuditSql, actor, "outbox.operation_cancel", company, operation_id, detail.dump());
+            tx.exec_params0(kOperationAuditSql, actor, "outbox.operation_cancel", company, operation_id, detail.dump());
             answer.status = status_from(tx.exec_params1(select_status_sql(""), operation_id, company_id));
             answer.changed = true;
             tx.commit();

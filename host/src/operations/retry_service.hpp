@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 
 #include <pqxx/connection>
@@ -50,6 +51,11 @@ struct RetryRejected {
     std::string code;
     std::string message;
 };
+
+/// A 422 refusal with its code and message.
+inline RetryRejected unprocessable(std::string code, std::string message) {
+    return {RetryRejected::Kind::Unprocessable, std::move(code), std::move(message)};
+}
 
 using RetryResult = std::variant<RetryAccepted, RetryConflict, RetryRejected>;
 
