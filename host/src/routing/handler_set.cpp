@@ -11,7 +11,8 @@ HandlerSettings resolve(const config::HandlerSettings& written) {
     return HandlerSettings{.max_concurrency = written.max_concurrency,
                            .rate_limit_per_second = written.rate_limit_per_second,
                            .timeout = written.timeout.value_or(config::Config::Outbox{}.handler_timeout),
-                           .config_json = written.config_json};
+                           .config_json = written.config_json,
+                           .commit_group = written.commit_group};
 }
 
 HandlerSet::HandlerSet(std::vector<HandlerEntry> entries) : entries_(std::move(entries)) {
