@@ -214,12 +214,14 @@ count_log_problems() {
 
 # outboxd_throughput KEY DESCRIPTION KIND TYPE HOSTS TEMPLATE [ENV=VALUE...]; drain_args
 # (global, normally empty) is passed on to `outbox_bench drain`.
+# host_config (global, normally empty) is passed on to start_hosts (--config FILE).
 drain_args=()
+host_config=()
 outboxd_throughput() {
   local key=$1 description=$2 kind=$3 type=$4 hosts=$5 template=$6 line pid_args=() pid
   shift 6
   fresh_db bench_run "$template"
-  start_hosts "$key" bench_run "$kind" "$hosts" -- "$@"
+  start_hosts "$key" bench_run "$kind" "$hosts" "${host_config[@]}" -- "$@"
   for pid in "${host_pids[@]}"; do pid_args+=(--pid "$pid"); done
   line=$("$tool" drain --url "$base/bench_run" --type "$type" --n "$n" --timeout "$drain_timeout" \
     --postmaster "$postmaster" "${pid_args[@]}" "${drain_args[@]}")
@@ -272,6 +274,17 @@ if want outboxd; then
     outboxd_throughput outboxd-write-tuned "outboxd tuned + pool_size 64, writes 1 row via ctx.db()" \
       write BenchWrite 1 bench_template "${tuned_env[@]}" OUTBOX_DB_POOL_SIZE=64
   }
+  # Commit grouping (handlers.<name>.commit_group): up to 32 events' ctx.db() work in one
+  # transaction, each in a savepoint. A group takes events already claimed, so the host
+  # claims ahead (batch 256); one pooled connection per worker.
+  s_outboxd_write_group() {
+    printf 'handlers:\n  bench-write:\n    commit_group: { max_events: 32, max_wait: 20ms }\n' >"$work/write-group.yaml"
+    host_config=(--config "$work/write-group.yaml")
+    outboxd_throughput outboxd-write-group \
+      "outboxd, commit grouping (32 events, 20ms; batch 256, pool_size $write_clients), writes 1 row via ctx.db()" \
+      write BenchWrite 1 bench_template OUTBOX_BATCH_SIZE=256 OUTBOX_DB_POOL_SIZE="$write_clients"
+    host_config=()
+  }
   # Per-aggregate ordering: the same events over N/10 aggregates (ten in a row each), in the
   # same round as the unkeyed tuned run it is compared with.
   s_outboxd_keyed() {
@@ -300,7 +313,7 @@ if want outboxd; then
     wait "$sink_pid" 2>/dev/null || true
   }
   scenarios+=(s_outboxd_default s_outboxd_tuned s_outboxd_traced s_outboxd_keyed s_outboxd_write_default
-    s_outboxd_write_pool s_outboxd_write_tuned)
+    s_outboxd_write_pool s_outboxd_write_tuned s_outboxd_write_group)
 fi
 
 # ---- backlog: N events already waiting, the worker process started cold -------------------
@@ -451,7 +464,24 @@ s_pgbench_write() {
   record tp "$key" "raw SQL (pgbench) the writing handler's statements, $write_clients clients, N=$done_count" "$line"
   log "pgbench-write, run $run/$runs: $line"
 }
-if want pgbench || want outboxd; then scenarios+=(s_pgbench_write); fi
+# The plain ceiling commit grouping is measured against: one-row INSERTs into the same
+# effect table, one commit each, by as many clients.
+s_pgbench_insert() {
+  local key=pgbench-insert events=$((n < 20000 ? n : 20000)) per_client out tps line
+  per_client=$((events / write_clients))
+  fresh_db bench_run bench_template
+  printf 'INSERT INTO bench_effect (event_id) VALUES (gen_random_uuid());\n' >"$work/insert.sql"
+  out=$("$tool" cpu --postmaster "$postmaster" -- pgbench -n -M simple -c "$write_clients" -j "$write_clients" \
+    -t "$per_client" -f "$work/insert.sql" "$base/bench_run" 2>&1) || { echo "$out" >&2; exit 1; }
+  echo "$out" >>"$results_dir/logs/$key.log"
+  tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
+  line=$(awk -v tps="$tps" -v done="$((per_client * write_clients))" '
+    /^cpu_cmd_s=/ { split($1, c, "="); split($2, p, "=");
+      printf "n=%d eps=%.0f cpu_host_s=%s cpu_pg_s=%s rss_kib=0", done, tps, c[2], p[2] }' <<<"$out")
+  record tp "$key" "raw SQL (pgbench) one-row INSERTs, one commit each, $write_clients clients, N=$((per_client * write_clients))" "$line"
+  log "pgbench-insert, run $run/$runs: $line"
+}
+if want pgbench || want outboxd; then scenarios+=(s_pgbench_write s_pgbench_insert); fi
 
 # ---- peers --------------------------------------------------------------------------
 

@@ -970,3 +970,35 @@ TEST(ConfigCircuitBreaker, TheReferenceListsTheMappingAndEachKeyWithItsDefaultAn
 }
 
 }  // namespace
+
+// handlers.<name>.commit_group is a mapping of its own keys; present, it needs max_events.
+TEST(Config, CommitGroupIsOffByDefaultAndReadFromItsMapping) {
+    const auto off = parse_config("handlers:\n  h:\n    timeout: 5s\n", "outboxd.yaml", kNoEnv);
+    EXPECT_EQ(off.handler("h").commit_group.max_events, 0) << "off unless asked for";
+    const auto on = parse_config("handlers:\n  h:\n    commit_group: {max_events: 32, max_wait: 5ms}\n", "outboxd.yaml",
+                                 kNoEnv);
+    EXPECT_EQ(on.handler("h").commit_group.max_events, 32);
+    EXPECT_EQ(on.handler("h").commit_group.max_wait, std::chrono::milliseconds{5});
+    const auto defaults = parse_config("handlers:\n  h:\n    commit_group:\n      max_events: 64\n", "outboxd.yaml", kNoEnv);
+    EXPECT_EQ(defaults.handler("h").commit_group.max_events, 64);
+    EXPECT_EQ(defaults.handler("h").commit_group.max_wait, std::chrono::milliseconds{20});
+}
+
+TEST(Config, BadCommitGroupsAreRefusedInOneLineNamingTheKey) {
+    const std::string one = error_of("handlers:\n  h:\n    commit_group: {max_events: 1}\n");
+    EXPECT_TRUE(contains(one, R"(handlers.h.commit_group.max_events = "1")")) << one;
+    EXPECT_TRUE(contains(one, "from 2 to 64")) << one;
+    const std::string many = error_of("handlers:\n  h:\n    commit_group: {max_events: 65}\n");
+    EXPECT_TRUE(contains(many, R"(handlers.h.commit_group.max_events = "65")")) << many;
+    const std::string wait = error_of("handlers:\n  h:\n    commit_group: {max_events: 8, max_wait: 11s}\n");
+    EXPECT_TRUE(contains(wait, R"(handlers.h.commit_group.max_wait = "11s")")) << wait;
+    const std::string without = error_of("handlers:\n  h:\n    commit_group: {max_wait: 5ms}\n");
+    EXPECT_TRUE(contains(without, "handlers.h.commit_group (from outboxd.yaml:3): set max_events")) << without;
+    const std::string unknown = error_of("handlers:\n  h:\n    commit_group: {max_event: 8}\n");
+    EXPECT_TRUE(contains(unknown, "handlers.h.commit_group.max_event (from outboxd.yaml:3): unknown key")) << unknown;
+    EXPECT_TRUE(contains(unknown, "did you mean max_events?")) << unknown;
+    const std::string scalar = error_of("handlers:\n  h:\n    commit_group: 32\n");
+    EXPECT_TRUE(contains(scalar, "handlers.h.commit_group (from outboxd.yaml:3): expected a mapping")) << scalar;
+    const std::string typo = error_of("handlers:\n  h:\n    commit_grup: {max_events: 8}\n");
+    EXPECT_TRUE(contains(typo, "did you mean commit_group?")) << typo;
+}

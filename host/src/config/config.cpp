@@ -226,15 +226,50 @@ void read_circuit_breaker(const FileReader& file, const std::string& path, const
                     });
 }
 
+// A dotted handler key ("commit_group.max_events") is written as a mapping in the file:
+// `commit_group: {max_events: 32}`. Its keys are applied like the flat ones.
+void read_handler_mapping(const FileReader& file, const std::string& path, std::string_view group,
+                          const YAML::Node& key, const YAML::Node& value, HandlerSettings& settings) {
+    if (!value.IsMap()) fail_at(path, file.origin(key, value), "expected a mapping, got " + FileReader::kind(value));
+    const std::string prefix = std::string(group) + ".";
+    std::vector<std::string_view> allowed;
+    for (const auto& handler_key : handler_keys()) {
+        if (handler_key.name.starts_with(prefix)) allowed.push_back(handler_key.name.substr(prefix.size()));
+    }
+    file.each_entry(path, value, [&](const std::string& full, const std::string& name, const YAML::Node& sub_key,
+                                     const YAML::Node& sub_value) {
+        const auto keys = handler_keys();
+        const auto found = std::find_if(keys.begin(), keys.end(),
+                                        [&](const HandlerKey& k) { return k.name == prefix + name; });
+        if (found == keys.end()) fail_unknown(full, name, file.origin(sub_key), allowed);
+        found->apply(settings, Value{full, file.scalar(full, sub_key, sub_value)});
+    });
+    // Present without max_events would leave grouping off while the file seems to ask for it.
+    if (group == "commit_group" && settings.commit_group.max_events == 0) {
+        fail_at(path, file.origin(key, value), "set max_events (2 to 64) to turn commit grouping on");
+    }
+}
+
 HandlerSettings read_handler(const FileReader& file, const std::string& path, const YAML::Node& section) {
     HandlerSettings settings;
-    const auto allowed = handler_keys_under("");
+    // The file's names: the flat keys, and the first part of each dotted one (a mapping).
+    std::vector<std::string_view> allowed;
+    for (const auto& handler_key : handler_keys()) {
+        const std::string_view first = handler_key.name.substr(0, handler_key.name.find('.'));
+        if (std::find(allowed.begin(), allowed.end(), first) == allowed.end()) allowed.push_back(first);
+    }
     file.each_entry(
         path, section,
         [&](const std::string& full, const std::string& name, const YAML::Node& key, const YAML::Node& value) {
             const HandlerKey* handler_key =
                 name.find('.') == std::string::npos ? find_handler_key(name) : nullptr;
-            if (handler_key == nullptr) fail_unknown(full, name, file.origin(key), allowed);
+            if (handler_key == nullptr) {
+                if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+                    fail_unknown(full, name, file.origin(key), allowed);
+                }
+                read_handler_mapping(file, full, name, key, value, settings);
+                return;
+            }
             if (handler_key->apply != nullptr) {
                 handler_key->apply(settings, Value{full, file.scalar(full, key, value)});
                 return;

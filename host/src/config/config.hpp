@@ -47,6 +47,16 @@ struct HandlerSettings {
     std::optional<milliseconds> timeout;
     std::string config_json = "{}";  // the `config:` section as JSON
     std::optional<CircuitBreakerSettings> circuit_breaker;  // unset: no breaker (opt-in)
+    /// handlers.<name>.commit_group: several events' work through ctx.db() shares one
+    /// transaction, each event in a savepoint of its own (docs/plugins.md, "Commit grouping").
+    struct CommitGroup {
+        int max_events = 0;  // events per transaction; 0: off (each event commits alone)
+        /// How long a group's transaction stays open taking further events after its first
+        /// statement; then it commits after the call running at that moment.
+        milliseconds max_wait{20};
+        bool operator==(const CommitGroup&) const = default;
+    };
+    CommitGroup commit_group;
     bool operator==(const HandlerSettings&) const = default;
 };
 

@@ -174,6 +174,15 @@ const std::array kHandlerKeys{
                "call starts per second **across the whole fleet**"},
     HandlerKey{"timeout", [](HandlerSettings& h, const Value& v) { h.timeout = to_duration(v, 1ms, 24h); },
                "(= `outbox.handler_timeout`)", "the handler call's deadline (`ctx.deadline()`)"},
+    // A mapping in the file (`commit_group: {max_events: 32, max_wait: 20ms}`); a section
+    // without max_events is refused rather than silently leaving grouping off.
+    HandlerKey{"commit_group.max_events",
+               [](HandlerSettings& h, const Value& v) { h.commit_group.max_events = to_int(v, 2, 64); }, "(off)",
+               "events whose `ctx.db()` work shares one transaction, each in its own savepoint "
+               "(docs/plugins.md#commit-grouping); at most 64, PostgreSQL's cache of subtransactions per session"},
+    HandlerKey{"commit_group.max_wait",
+               [](HandlerSettings& h, const Value& v) { h.commit_group.max_wait = to_duration(v, 1ms, 10s); }, "20ms",
+               "how long a group's transaction stays open for further events after its first statement"},
     HandlerKey{"config", nullptr, "{}", "free-form, handed to the plugin as JSON; keys that look like secrets "
                "are refused", "a mapping"},
     // The breaker is a mapping of its own keys, each listed below it; writing the mapping

@@ -31,6 +31,8 @@ sdk::Disposition classify_current(const sdk::Handler& handler, const std::except
     }
 }
 
+}  // namespace
+
 // A commit that lost its connection may or may not have happened: look, never replay.
 core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::LeaseRef& lease,
                                         const std::string& handler_name) {
@@ -46,6 +48,8 @@ core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::L
     }
     return failed(Kind::Retry, "DB_UNAVAILABLE");
 }
+
+namespace {
 
 core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InFlight& flight,
                                        const std::string& handler_name, const std::vector<std::string>* completes,
@@ -93,11 +97,12 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
 
 HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed,
                        const sdk::TraceContext& trace, InFlight& flight, db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
-                       std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes) {
+                       std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes,
+                       GroupTx* group) {
     const auto started = std::chrono::steady_clock::now();
     const auto deadline = started + entry.settings.timeout;
     HandlerRun run;
-    HostDb db(pool, deadline, flight, hard_stop);
+    HostDb db(pool, deadline, flight, hard_stop, group);
     HostContext ctx(db, flight.lost, hard_stop, deadline, entry.settings.config_json, claimed.event.id,
                     claimed.event.type, entry.name, claimed.event.attempt, trace);
     flight.call_started(deadline + abandon_grace);

@@ -5,6 +5,7 @@
 
 #include "core/transition.hpp"
 #include "db/connection_pool.hpp"
+#include "dispatch/host_context.hpp"
 #include "dispatch/in_flight.hpp"
 #include "lease/lease_store.hpp"
 #include "routing/handler_set.hpp"
@@ -26,11 +27,19 @@ struct HandlerRun {
     std::chrono::nanoseconds duration{0};
 };
 
+/// After a commit whose outcome is unknown: Succeeded when the handler's consumption row or
+/// the event's completion is in, else a retry (DB_UNAVAILABLE). Never replays the commit.
+core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::LeaseRef& lease,
+                                        const std::string& handler_name);
+
 /// Turns one (handler, event) into an outcome value; never throws (docs/design.md, "One
 /// handler call"). `completes` names the earlier handlers of an attempt that succeeded
-/// without ctx.db(); `trace` is what the call's ctx.trace() returns.
+/// without ctx.db(); `trace` is what the call's ctx.trace() returns. With `group` (a commit
+/// group's transaction) the call's ctx.db() work and fence go into a savepoint of it, and
+/// `completed` means "fenced, completes when the group commits".
 HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed,
                        const sdk::TraceContext& trace, InFlight& flight, db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
-                       std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes = nullptr);
+                       std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes = nullptr,
+                       GroupTx* group = nullptr);
 
 }  // namespace outbox::dispatch

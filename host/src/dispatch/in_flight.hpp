@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -64,11 +65,27 @@ struct InFlight {
         std::lock_guard lock(db_mutex_);
         db_ = nullptr;
     }
-    /// An abandoned call must not keep its connection, transaction and locks while its
-    /// thread is stuck: the session is ended and the pool slot given back.
-    void forfeit_connection() {
+    /// A call in a commit group shares its group's transaction: abandoning it runs `hook`
+    /// (which commits the rest of the group without it) instead of ending a session.
+    void attach_abandon_hook(std::function<void()> hook) {
         std::lock_guard lock(db_mutex_);
-        if (db_ != nullptr) db_->forfeit();
+        abandon_hook_ = std::move(hook);
+    }
+    void detach_abandon_hook() {
+        std::lock_guard lock(db_mutex_);
+        abandon_hook_ = nullptr;
+    }
+    /// An abandoned call must not keep its connection, transaction and locks while its
+    /// thread is stuck: the session is ended and the pool slot given back (or, in a commit
+    /// group, its savepoint rolled back and the group committed without it).
+    void forfeit_connection() {
+        std::function<void()> hook;
+        {
+            std::lock_guard lock(db_mutex_);
+            if (db_ != nullptr) db_->forfeit();
+            hook = abandon_hook_;
+        }
+        if (hook) hook();
     }
 
 private:
@@ -88,6 +105,7 @@ private:
     std::atomic<std::uint64_t> call_{0};
     std::mutex db_mutex_;
     db::ConnectionPool::Handle* db_ = nullptr;
+    std::function<void()> abandon_hook_;
     std::atomic<std::chrono::steady_clock::rep> abandon_at_{0};
 };
 

@@ -111,34 +111,55 @@ void Runtime::spawn_worker(WorkQueue::Lane lane) {
 }
 
 void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane) {
-    Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, stopping_, hard_stop_, policy_,
+    Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, queue_, stopping_, hard_stop_, policy_,
                   options_.max_attempts, options_.abandon_grace, paused_, breakers_, spans_.get());
     while (auto work = queue_.pop(lane)) {
-        // Frees the queue slot however process() ends, unless the call was abandoned: then
-        // the host freed it already.
-        struct Slot {
-            WorkQueue& queue;
-            const Work& work;
-            bool owned = true;
-            ~Slot() {
-                if (owned) queue.done(work);
+        std::shared_ptr<InFlight> stuck;
+        if (const routing::HandlerEntry* entry = lane == WorkQueue::Lane::Normal ? grouping_handler(*work) : nullptr) {
+            stuck = run_group(worker, std::move(*work), *entry);
+        } else {
+            // Frees the queue slot however process() ends, unless the call was abandoned:
+            // then the host freed it already.
+            struct Slot {
+                WorkQueue& queue;
+                const Work& work;
+                bool owned = true;
+                ~Slot() {
+                    if (owned) queue.done(work);
+                }
+            } slot{queue_, *work};
+            if (!worker.process(*work)) {
+                slot.owned = false;
+                stuck = work->flight;
             }
-        } slot{queue_, *work};
-        if (!worker.process(*work)) {
-            slot.owned = false;
+        }
+        if (stuck) {
             // Only now, with the call over, may the event run again: its attempt ends with
             // HANDLER_TIMEOUT (its late ctx.db() work was rolled back with its session).
-            store_timeout(*work->flight);
+            store_timeout(*stuck);
             metrics_.abandoned_threads(--abandoned_);
             log::warn("an abandoned handler call returned at last; its attempt is stored as HANDLER_TIMEOUT and its "
                       "thread ends",
-                      {work->claimed.event.id, work->claimed.event.type, {}, work->claimed.event.attempt,
-                       "HANDLER_TIMEOUT", {}});
+                      {stuck->lease.event_id, stuck->event_type, {}, stuck->attempt, "HANDLER_TIMEOUT", {}});
             break;
         }
         wakeup_.notify();
     }
     finished->store(true);
+}
+
+// A commit group takes the events of its handler already queued behind `first`, up to
+// commit_group.max_events, without waiting for more: a lone event runs as a group of one.
+std::shared_ptr<InFlight> Runtime::run_group(Worker& worker, Work first, const routing::HandlerEntry& entry) {
+    std::vector<Work> works;
+    const auto handlers = first.handlers;
+    works.push_back(std::move(first));
+    for (auto& more : queue_.take_matching(
+             [&](const Work& w) { return w.handlers == handlers && grouping_handler(w) == &entry; },
+             entry.settings.commit_group.max_events - 1)) {
+        works.push_back(std::move(more));
+    }
+    return worker.process_group(std::move(works), entry);
 }
 
 void Runtime::watch_deadlines(std::stop_token stop) {

@@ -27,6 +27,8 @@
 
 namespace outbox::dispatch {
 
+class Worker;
+
 /// The worker side of one host: scheduler, workers, completer, heartbeat, rescuer, the
 /// NOTIFY listener and the deadline watch, each on its own thread with its own connection
 /// (abandoned calls: docs/design.md, "Stuck handler calls").
@@ -84,6 +86,9 @@ private:
 
     void spawn_worker(WorkQueue::Lane lane);
     void work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane);
+    /// Runs `first` with the queued events that can share its commit group; returns the
+    /// flight of a member whose call was abandoned, or null.
+    std::shared_ptr<InFlight> run_group(Worker& worker, Work first, const routing::HandlerEntry& entry);
     void watch_deadlines(std::stop_token stop);
     /// Stores HANDLER_TIMEOUT for a call taken away from its worker and frees its slot.
     void abandon(InFlight& flight, bool replace_thread);

@@ -40,6 +40,22 @@ std::optional<Work> WorkQueue::pop(Lane lane) {
     return item;
 }
 
+std::vector<Work> WorkQueue::take_matching(const std::function<bool(const Work&)>& match, int max) {
+    std::vector<Work> taken;
+    std::lock_guard lock(mutex_);
+    if (closed_) return taken;
+    for (auto it = items_.begin(); it != items_.end() && static_cast<int>(taken.size()) < max;) {
+        if (!match(*it)) {
+            ++it;
+            continue;
+        }
+        taken.push_back(std::move(*it));
+        it = items_.erase(it);
+        ++busy_;
+    }
+    return taken;
+}
+
 bool WorkQueue::suspect_lane_free() const {
     std::lock_guard lock(mutex_);
     return !closed_ && !suspect_ && !suspect_busy_;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,9 @@ public:
     /// Blocks for the next item of `lane`; nullopt once closed and empty. The caller must
     /// call done().
     std::optional<Work> pop(Lane lane = Lane::Normal);
+    /// Takes up to `max` more queued items of the normal lane that `match` accepts, in queue
+    /// order and without waiting (a commit group's further events). Each must be done().
+    std::vector<Work> take_matching(const std::function<bool(const Work&)>& match, int max);
     /// No suspect is queued or running: the scheduler may claim one.
     [[nodiscard]] bool suspect_lane_free() const;
     void done(const Work& work) { done(work.claimed.event.type, work.suspect); }

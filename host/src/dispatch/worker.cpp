@@ -12,7 +12,7 @@ double unit_random() {
     return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
 }
 
-namespace {
+namespace detail {
 
 const char* result_label(core::HandlerOutcome::Kind kind) {
     switch (kind) {
@@ -22,28 +22,6 @@ const char* result_label(core::HandlerOutcome::Kind kind) {
         case core::HandlerOutcome::Kind::LeaseLost: return "lease_lost";
     }
     return "unknown";
-}
-
-// The event's handlers that have not consumed it in an earlier attempt, in order.
-std::vector<const routing::HandlerEntry*> pending_handlers(const Work& work) {
-    const auto& consumed = work.claimed.consumed_by;
-    std::vector<const routing::HandlerEntry*> pending;
-    for (const routing::HandlerEntry* entry : work.handlers->for_type(work.claimed.event.type)) {
-        if (std::find(consumed.begin(), consumed.end(), entry->name) == consumed.end()) pending.push_back(entry);
-    }
-    return pending;
-}
-
-bool any_failed(const std::vector<core::HandlerOutcome>& outcomes) {
-    return std::any_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
-        return o.kind != core::HandlerOutcome::Kind::Succeeded;
-    });
-}
-
-bool all_succeeded(const std::vector<core::HandlerOutcome>& outcomes) {
-    return std::all_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
-        return o.kind == core::HandlerOutcome::Kind::Succeeded;
-    });
 }
 
 void record_call_span(telemetry::SpanExporter* spans, telemetry::CallTrace& trace, const sdk::Event& event,
@@ -68,7 +46,45 @@ void log_outcome(const sdk::Event& event, const std::string& handler, const Hand
     }
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::result_label;
+
+// The event's handlers that have not consumed it in an earlier attempt, in order.
+std::vector<const routing::HandlerEntry*> pending_handlers(const Work& work) {
+    const auto& consumed = work.claimed.consumed_by;
+    std::vector<const routing::HandlerEntry*> pending;
+    for (const routing::HandlerEntry* entry : work.handlers->for_type(work.claimed.event.type)) {
+        if (std::find(consumed.begin(), consumed.end(), entry->name) == consumed.end()) pending.push_back(entry);
+    }
+    return pending;
+}
+
+bool any_failed(const std::vector<core::HandlerOutcome>& outcomes) {
+    return std::any_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
+        return o.kind != core::HandlerOutcome::Kind::Succeeded;
+    });
+}
+
+bool all_succeeded(const std::vector<core::HandlerOutcome>& outcomes) {
+    return std::all_of(outcomes.begin(), outcomes.end(), [](const core::HandlerOutcome& o) {
+        return o.kind == core::HandlerOutcome::Kind::Succeeded;
+    });
+}
+
 }  // namespace
+
+using detail::log_outcome;
+using detail::record_call_span;
+
+const routing::HandlerEntry* grouping_handler(const Work& work) {
+    if (work.suspect) return nullptr;
+    const std::vector<const routing::HandlerEntry*> pending = pending_handlers(work);
+    if (pending.size() != 1 || pending.front()->settings.commit_group.max_events < 2) return nullptr;
+    return pending.front();
+}
 
 bool Worker::process(const Work& work) {
     const bool keep_working = process_handlers(work);

@@ -12,7 +12,8 @@ HandlerSettings resolve(const config::HandlerSettings& written) {
                            .rate_limit_per_second = written.rate_limit_per_second,
                            .timeout = written.timeout.value_or(config::Config::Outbox{}.handler_timeout),
                            .config_json = written.config_json,
-                           .circuit_breaker = written.circuit_breaker};
+                           .circuit_breaker = written.circuit_breaker,
+                           .commit_group = written.commit_group};
 }
 
 HandlerSet::HandlerSet(std::vector<HandlerEntry> entries) : entries_(std::move(entries)) {

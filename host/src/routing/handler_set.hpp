@@ -23,6 +23,7 @@ struct HandlerSettings {
     std::chrono::milliseconds timeout{};          // the deadline of one call (ctx.deadline())
     std::string config_json = "{}";               // the `config:` section as JSON
     std::optional<config::CircuitBreakerSettings> circuit_breaker;  // unset: no breaker
+    config::HandlerSettings::CommitGroup commit_group{};  // max_events 0: each event commits alone
 
     /// Whether any fleet-wide limit applies.
     [[nodiscard]] bool limited() const noexcept { return max_concurrency.has_value() || rate_limit_per_second.has_value(); }
