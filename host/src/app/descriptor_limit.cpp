@@ -13,10 +13,10 @@ namespace {
 
 // The transport's probe-only places (TransportOptions::probe_connections) and its listener.
 constexpr std::uint64_t kProbePlaces = 64 + 1;
-// Bookkeeping sessions, the wake-up listener, the admin probes' pool, the fleet limiter and
-// the systemd status connection (docs/high-availability.md, "Connections"), besides the
-// handler pool and the admin API's pool.
-constexpr std::uint64_t kFixedDatabaseConnections = 15;
+// Bookkeeping sessions (the operator jobs' runner among them), the wake-up listener, the
+// admin probes' pool, the fleet limiter and the systemd status connection
+// (docs/high-availability.md, "Connections"), besides the handler pool and the admin API's.
+constexpr std::uint64_t kFixedDatabaseConnections = 16;
 // Logs, standard streams, the private plugin copies being loaded, inotify and the like.
 constexpr std::uint64_t kMargin = 64;
 
