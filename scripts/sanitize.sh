@@ -4,8 +4,8 @@
 #                              the unit and integration tiers
 #   scripts/sanitize.sh tsan   ThreadSanitizer (build-tsan/): the concurrency tests, i.e. the
 #                              worker runtime (claims, heartbeat, rescue, shutdown), the fleet
-#                              limiter and registry, the plugin directory watcher, and the
-#                              quarantine of poison events (real outboxd hosts crashing), and
+#                              limiter and registry, the plugin directory watcher, commit
+#                              groups, and the quarantine of poison events (real outboxd hosts crashing), and
 #                              the unit tests of the work queue, in-flight call states, bounded
 #                              task queue and shared results, in one executable of their own
 #                              (outbox_concurrency_tests)
@@ -82,7 +82,7 @@ else
   # concurrently (tests/CMakeLists.txt, outbox_concurrency_tests). Every suite named must
   # still exist: a renamed suite fails the stage instead of silently dropping out of it.
   binary=$build_dir/tests/outbox_concurrency_tests
-  for suite in Worker Deadline FleetLimiter FleetRegistry HotPlugins Quarantine \
+  for suite in Worker Deadline FleetLimiter FleetRegistry HotPlugins Quarantine CommitGroup \
     WorkQueue InFlightCall InFlightTable BoundedTaskQueueTest SharedResult; do
     if ! "$binary" --gtest_list_tests --gtest_filter="$suite.*" | grep -q '^  '; then
       echo "sanitize.sh: no test in suite $suite; update the TSan list" >&2
