@@ -38,22 +38,26 @@ constexpr auto kCallTime = 50ms;
 // The breaker under test: half of at least 10 calls within 2 s opens it; probes every 1 s.
 const config::CircuitBreakerSettings kBreaker{0.5, 10, 2s, 1s};
 
-// The stats admin server on loopback: POST /api/stats/mission-log answers 503 while failing,
-// else 200, and records every call's start, the calls in flight at once, and the 2xx
+// The stats admin server on loopback: POST /api/stats/mission-log answers 503 to calls that
+// arrive while it is failing, else 200, and records every call's start, the calls in flight at once, and the 2xx
 // answers per Idempotency-Key (the event id).
 class MissionLogRemote {
 public:
     MissionLogRemote() {
         server_.Post("/api/stats/mission-log", [this](const httplib::Request& request, httplib::Response& response) {
+            // The answer is decided when the call arrives, so a call already in flight
+            // when the remote recovers still fails (as it would at a remote that was down).
+            bool fail = false;
             {
                 const std::lock_guard lock(mutex_);
                 starts_.push_back(Clock::now());
                 max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
+                fail = failing_;
             }
             std::this_thread::sleep_for(kCallTime);  // the remote's own work
             const std::lock_guard lock(mutex_);
             --in_flight_;
-            if (failing_) {
+            if (fail) {
                 response.status = 503;
                 response.set_content(R"({"error":"unavailable"})", "application/json");
                 return;

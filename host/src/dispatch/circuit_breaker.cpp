@@ -138,7 +138,8 @@ void CircuitBreakers::open(const routing::HandlerEntry& entry, core::CircuitWind
     log::warn("circuit breaker opened: handler paused on every host (" + detail["reason"].get<std::string>() +
                   "); one probe call after " + core::format_duration(settings.cool_down),
               {.handler = entry.name});
-    // This host stops at once, without waiting for its own NOTIFY.
+    // This host stops at once, without waiting for its own NOTIFY or its next read.
+    paused_.add_by_breaker(entry.name);
     paused_.mark_stale();
     wakeup_.notify();
 }

@@ -36,6 +36,12 @@ void PausedHandlers::set(std::set<std::string> names, std::set<std::string> by_b
     loaded_ = true;
 }
 
+void PausedHandlers::add_by_breaker(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    names_.insert(name);
+    by_breaker_.insert(name);
+}
+
 std::set<std::string> PausedHandlers::by_breaker() const {
     std::lock_guard lock(mutex_);
     return by_breaker_;

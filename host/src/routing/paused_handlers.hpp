@@ -39,6 +39,9 @@ class PausedHandlers {
 public:
     /// `names`: every paused handler; `by_breaker`: those of them an open circuit breaker paused.
     void set(std::set<std::string> names, std::set<std::string> by_breaker = {});
+    /// The breaker this host just opened, before the next read confirms it: no call of
+    /// this host starts in between.
+    void add_by_breaker(const std::string& name);
     [[nodiscard]] bool contains(const std::string& name) const;
     [[nodiscard]] std::set<std::string> get() const;
     /// The handlers paused by an open circuit breaker.
