@@ -19,7 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::map<std::string, std::string> host_env(const std::string& url, const fs::path& plugins, const std::string& lease) {
+std::map<std::string, std::string> identity_env(const std::string& url, const fs::path& plugins, const std::string& lease) {
     auto env = outboxd_env(url, plugins);
     env["OUTBOX_HOST_ID"] = "shared-id";
     env["OUTBOX_LEASE_DURATION"] = lease;
@@ -32,11 +32,11 @@ TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitT
     create_scripted_effect_table(db.url());
     const fs::path plugins = scripted_plugin_dir(dir.path());
     const std::string first_log = (dir.path() / "first.log").string();
-    ChildProcess first({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "2s"), first_log);
+    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "2s"), first_log);
     ASSERT_TRUE(wait_until([&] { return read_file(first_log).find("started as shared-id") != std::string::npos; }, 20s))
         << read_file(first_log);
 
-    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "2s"), 30s);
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "2s"), 30s);
     EXPECT_EQ(code, 2) << output;
     EXPECT_NE(output.find("another outboxd process is running as host id 'shared-id'"), std::string::npos) << output;
     EXPECT_EQ(output.find("started as"), std::string::npos) << "it never started: " << output;
@@ -56,7 +56,7 @@ TEST(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOl
     create_scripted_effect_table(db.url());
     const fs::path plugins = scripted_plugin_dir(dir.path());
     const std::string first_log = (dir.path() / "first.log").string();
-    ChildProcess first({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "20s"), first_log);
+    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "20s"), first_log);
     const auto ids = publish_many(db.url(), "TestRequested", R"({"db": true, "sleep_ms": 60000})", 1);
     ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT status FROM event_publication WHERE event_id = '" + ids[0] + "'") ==
                                         "PROCESSING"; }, 20s))
@@ -70,7 +70,7 @@ TEST(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOl
     // Restarted at once, while the crashed process's row still looks live (heartbeat every 5 s).
     const std::string second_log = (dir.path() / "second.log").string();
     const auto restarted_at = std::chrono::steady_clock::now();
-    ChildProcess second({OUTBOXD_BINARY, "run"}, host_env(db.url(), plugins, "20s"), second_log);
+    ChildProcess second({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "20s"), second_log);
     ASSERT_TRUE(wait_until([&] { return read_file(second_log).find("started as shared-id") != std::string::npos; }, 20s))
         << read_file(second_log);
     EXPECT_LT(std::chrono::steady_clock::now() - restarted_at, 15s);

@@ -31,7 +31,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-constexpr const char* kSecret = "do-not-export-4711";
+constexpr const char* kTelemetrySecret = "do-not-export-4711";
 
 fs::path decoder_dir() {
     if (const char* dir = std::getenv("OUTBOX_OTLP_DECODER_DIR")) return dir;
@@ -153,8 +153,8 @@ TEST_F(TelemetryE2e, EachCallIsAChildOfItsPublishedTraceAndCarriesNoPayload) {
     constexpr int kTraced = 20;
     std::map<std::string, int> traced;  // event id -> i
     for (int i = 0; i < kTraced; ++i) {
-        const std::string payload = i == 0 ? R"({"review": true, "note": ")" + std::string(kSecret) + "\"}"
-                                           : R"({"note": ")" + std::string(kSecret) + "\"}";
+        const std::string payload = i == 0 ? R"({"review": true, "note": ")" + std::string(kTelemetrySecret) + "\"}"
+                                           : R"({"note": ")" + std::string(kTelemetrySecret) + "\"}";
         traced[publish(payload, ", traceparent => '00-" + trace_id(i) + "-" + parent_id(i) +
                                     "-01', tracestate => 'rojo=" + std::to_string(i) + "'")] = i;
     }
@@ -217,7 +217,7 @@ TEST_F(TelemetryE2e, EachCallIsAChildOfItsPublishedTraceAndCarriesNoPayload) {
     EXPECT_EQ(calls.front()["scope"], "outboxd");
 
     const std::string raw = read_file((received_ / "raw.bin").string());
-    EXPECT_EQ(raw.find(kSecret), std::string::npos) << "a payload value left the host";
+    EXPECT_EQ(raw.find(kTelemetrySecret), std::string::npos) << "a payload value left the host";
     EXPECT_EQ(raw.find("acme-e2e"), std::string::npos) << "the company left the host";
     for (const auto& [event_id, i] : traced) EXPECT_EQ(raw.find(event_id), std::string::npos) << "an event id left the host";
     EXPECT_FALSE(fs::exists(received_ / "errors.txt")) << read_file((received_ / "errors.txt").string());

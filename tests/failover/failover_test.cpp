@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 
 // Cluster commands here include a base backup and a promotion: a longer bound than the
 // fixture's default.
-std::string shell(const std::string& script) { return fault::shell(script, 180s); }
+std::string sh(const std::string& script) { return fault::shell(script, 180s); }
 
 const std::string kPgSh = std::string(OUTBOX_SOURCE_DIR) + "/scripts/pg.sh";
 // pg.sh's own rules: the newest installed server unless PG_BIN says otherwise, and the
@@ -72,8 +72,8 @@ public:
 
 private:
     void set_up() {
-        primary_port_ = std::stoi(last_line(shell(kPgSh + " free-port")));
-        primary_url_ = last_line(shell(kPgSh + " start " + primary_dir_ + " " + std::to_string(primary_port_)));
+        primary_port_ = std::stoi(last_line(sh(kPgSh + " free-port")));
+        primary_url_ = last_line(sh(kPgSh + " start " + primary_dir_ + " " + std::to_string(primary_port_)));
         primary_started_ = true;
         {
             pqxx::connection conn(primary_url_);
@@ -82,10 +82,10 @@ private:
         create_scripted_effect_table(primary_url_);
 
         do {
-            standby_port_ = std::stoi(last_line(shell(kPgSh + " free-port")));
+            standby_port_ = std::stoi(last_line(sh(kPgSh + " free-port")));
         } while (standby_port_ == primary_port_);
         // Laid out like a pg.sh cluster (its marker, data/, log), so pg.sh stop removes it.
-        shell(kPrelude + "d=" + standby_dir_ + "; touch $d/.outbox-throwaway-cluster; "
+        sh(kPrelude + "d=" + standby_dir_ + "; touch $d/.outbox-throwaway-cluster; "
               "((EUID == 0)) && chown postgres:postgres $d $d/.outbox-throwaway-cluster; "
               "\"${as[@]}\" \"$bin/pg_basebackup\" -D $d/data -R -X stream --checkpoint=fast -h 127.0.0.1 -p " +
               std::to_string(primary_port_) + " -U postgres; "
@@ -117,7 +117,7 @@ private:
         for (const auto& [dir, started] : {std::pair{standby_dir_, standby_started_}, std::pair{primary_dir_, primary_started_}}) {
             try {
                 if (started) {
-                    shell(kPgSh + " stop " + dir);
+                    sh(kPgSh + " stop " + dir);
                 } else {
                     std::filesystem::remove_all(dir);
                 }
@@ -139,9 +139,9 @@ public:
 
     /// SIGKILL to the primary's postmaster and to every process it started.
     void kill_primary() {
-        const int postmaster = std::stoi(last_line(shell("head -n 1 " + primary_dir_ + "/data/postmaster.pid")));
+        const int postmaster = std::stoi(last_line(sh("head -n 1 " + primary_dir_ + "/data/postmaster.pid")));
         std::vector<int> children;
-        std::istringstream ps(shell("ps -o pid= --ppid " + std::to_string(postmaster) + " || true"));
+        std::istringstream ps(sh("ps -o pid= --ppid " + std::to_string(postmaster) + " || true"));
         for (int pid = 0; ps >> pid;) children.push_back(pid);
         ::kill(postmaster, SIGKILL);
         for (const int pid : children) ::kill(pid, SIGKILL);
@@ -155,7 +155,7 @@ public:
     }
 
     void promote_standby() const {
-        shell(kPrelude + "\"${as[@]}\" \"$bin/pg_ctl\" -D " + standby_dir_ + "/data -w -t 60 promote >/dev/null");
+        sh(kPrelude + "\"${as[@]}\" \"$bin/pg_ctl\" -D " + standby_dir_ + "/data -w -t 60 promote >/dev/null");
     }
 
 private:

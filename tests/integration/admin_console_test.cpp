@@ -20,7 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kReason = "remote fixed after incident 42";
+const std::string kConsoleReason = "remote fixed after incident 42";
 // Payload text no answer may ever contain.
 const std::string kSecret = "secret-payload-text-7731";
 
@@ -293,12 +293,12 @@ TEST_F(AdminConsole, ReviewGroupsEqualTheDatabaseAndTheListFiltersByCode) {
 TEST_F(AdminConsole, HistoryShowsConsumersAndEveryOperatorAction) {
     const std::string single = review_event(db_, "acme", "TestRequested", payload());
     db_.exec("INSERT INTO event_consumption (event_id, handler_name) VALUES ('" + single + "', 'mailer')");
-    auto res = post("/api/v1/admin/outbox-events/" + single + "/retry", {{"expected_version", 4}, {"reason", kReason}},
+    auto res = post("/api/v1/admin/outbox-events/" + single + "/retry", {{"expected_version", 4}, {"reason", kConsoleReason}},
                     "one-1", admin_token());
     ASSERT_EQ(res->status, 202) << res->body;
     // Back to review, then re-driven in bulk with its id, then back to review and discarded.
     db_.exec("UPDATE event_publication SET status = 'REVIEW_REQUIRED', attempt_count = 3 WHERE event_id = '" + single + "'");
-    res = post("/api/v1/admin/outbox-events/retry", {{"filter", {{"event_ids", {single}}}}, {"reason", kReason}},
+    res = post("/api/v1/admin/outbox-events/retry", {{"filter", {{"event_ids", {single}}}}, {"reason", kConsoleReason}},
                "bulk-1", admin_token());
     ASSERT_EQ(res->status, 202) << res->body;
     db_.exec("UPDATE event_publication SET status = 'REVIEW_REQUIRED', attempt_count = 1 WHERE event_id = '" + single + "'");
@@ -316,7 +316,7 @@ TEST_F(AdminConsole, HistoryShowsConsumersAndEveryOperatorAction) {
         ASSERT_EQ(actions.size(), 3u) << history;
         EXPECT_EQ(actions[0]["action"], "retry");
         EXPECT_EQ(actions[0]["actor"], "alice");
-        EXPECT_EQ(actions[0]["reason"], kReason);
+        EXPECT_EQ(actions[0]["reason"], kConsoleReason);
         EXPECT_EQ(actions[0]["channel"], "api");
         EXPECT_EQ(actions[0]["from_version"], 4);
         EXPECT_EQ(actions[0]["to_version"], 5);
@@ -352,7 +352,7 @@ TEST_F(AdminConsole, CompanyRolesSeeNeitherLeaseOwnersNorCliUsersWhilePlatformRo
         operations::BulkRetryRequest cli;
         cli.filter.event_ids = std::vector<std::string>{id};
         cli.filter.limit = 1;
-        cli.reason = kReason;
+        cli.reason = kConsoleReason;
         cli.idempotency_key = "cli-1";
         cli.actor = "cli:root";
         cli.channel = "cli";
@@ -416,7 +416,7 @@ TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
     std::string upper = a2;
     std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
     // a1 and a2 (given in upper case), a3 filtered out by the code, g1 another company's.
-    const json body{{"filter", {{"event_ids", {a1, upper, a3, g1}}, {"last_error_code", "HTTP_422"}}}, {"reason", kReason}};
+    const json body{{"filter", {{"event_ids", {a1, upper, a3, g1}}, {"last_error_code", "HTTP_422"}}}, {"reason", kConsoleReason}};
     auto res = post("/api/v1/admin/outbox-events/retry", body, "sel-1", admin_token());
     ASSERT_EQ(res->status, 202) << res->body;
     const json answer = json::parse(res->body);
@@ -435,7 +435,7 @@ TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
     EXPECT_EQ(json::parse(res->body), answer);
 
     // Only ids: every one listed (no default limit of 100 cuts them).
-    res = post("/api/v1/admin/outbox-events/retry", {{"filter", {{"event_ids", {a3}}}}, {"reason", kReason}}, "sel-2",
+    res = post("/api/v1/admin/outbox-events/retry", {{"filter", {{"event_ids", {a3}}}}, {"reason", kConsoleReason}}, "sel-2",
                admin_token());
     ASSERT_EQ(res->status, 202) << res->body;
     EXPECT_EQ(json::parse(res->body)["event_ids"], json::array({a3}));
@@ -443,7 +443,7 @@ TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
 
     for (const json& filter : {json{{"event_ids", json::array()}}, json{{"event_ids", {"not-a-uuid"}}},
                                json{{"event_ids", {1}}}, json{{"event_ids", "a"}}, json{{"event_ids", {a1, "x"}}}}) {
-        res = post("/api/v1/admin/outbox-events/retry", {{"filter", filter}, {"reason", kReason}}, "sel-bad", admin_token());
+        res = post("/api/v1/admin/outbox-events/retry", {{"filter", filter}, {"reason", kConsoleReason}}, "sel-bad", admin_token());
         ASSERT_TRUE(res);
         EXPECT_EQ(res->status, 400) << filter.dump().substr(0, 80);
         EXPECT_EQ(code_of(res), "INVALID_FILTER");
@@ -452,7 +452,7 @@ TEST_F(AdminConsole, BulkRetryOfSelectedEventIds) {
     // the 16 KiB body limit (about 400 ids) refuses such a request first.
     operations::BulkRetryRequest request;
     request.filter.event_ids = std::vector<std::string>(1001, a1);
-    request.reason = kReason;
+    request.reason = kConsoleReason;
     request.idempotency_key = "k";
     const auto rejected = operations::validate_bulk_retry_request(request);
     ASSERT_TRUE(rejected);

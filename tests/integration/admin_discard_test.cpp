@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kReason = "customer account closed, INC-7";
+const std::string kDiscardReason = "customer account closed, INC-7";
 
 class AdminDiscard : public AdminApi {
 protected:
@@ -35,7 +35,7 @@ protected:
                  id + "'");
         return id;
     }
-    static json body(long long version = 4, const std::string& reason = kReason) {
+    static json body(long long version = 4, const std::string& reason = kDiscardReason) {
         return {{"expected_version", version}, {"reason", reason}};
     }
     std::string event_state(const std::string& id) const {
@@ -62,7 +62,7 @@ TEST_F(AdminDiscard, AcceptedDiscardMakesTheEventDiscardedAndRecordsHistoryAudit
         id + "'")[0];
     EXPECT_EQ(history[0].as<std::string>(), "acme");
     EXPECT_EQ(history[1].as<std::string>(), "alice");
-    EXPECT_EQ(history[2].as<std::string>(), kReason);
+    EXPECT_EQ(history[2].as<std::string>(), kDiscardReason);
     EXPECT_TRUE(history[3].as<bool>()) << "the key is stored as its SHA-256";
     EXPECT_EQ(history[4].as<int>(), 3);
     EXPECT_EQ(history[5].as<std::string>(), "REVIEW_REQUIRED");

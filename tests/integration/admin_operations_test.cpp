@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kReason = "remote fixed after incident 42";
+const std::string kJobReason = "remote fixed after incident 42";
 
 class AdminOperations : public AdminApi {
 protected:
@@ -40,7 +40,7 @@ protected:
         return json::parse(res->body);
     }
     static json body(const std::string& action, const json& filter, bool dry_run = false) {
-        return {{"action", action}, {"filter", filter}, {"reason", kReason}, {"dry_run", dry_run}};
+        return {{"action", action}, {"filter", filter}, {"reason", kJobReason}, {"dry_run", dry_run}};
     }
     static std::string code_of(const httplib::Result& res) { return json::parse(res->body)["error"]["code"]; }
 

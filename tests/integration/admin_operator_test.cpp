@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kReason = "remote fixed after incident 42";
+const std::string kOperatorReason = "remote fixed after incident 42";
 
 class AdminOperator : public AdminApi {
 protected:
@@ -24,7 +24,7 @@ protected:
     httplib::Result bulk(const json& body, const std::string& key, const std::string& token) {
         return post("/api/v1/admin/outbox-events/retry", body, token, key);
     }
-    static json body(const json& filter = {{"last_error_code", "HTTP_422"}}, const std::string& reason = kReason) {
+    static json body(const json& filter = {{"last_error_code", "HTTP_422"}}, const std::string& reason = kOperatorReason) {
         return {{"filter", filter}, {"reason", reason}};
     }
     std::string token(const std::string& role, const std::string& company = "acme") const {
@@ -78,7 +78,7 @@ TEST_F(AdminOperator, BulkRetryRefusesOtherRolesAndBadRequests) {
     res = client().Post("/api/v1/admin/outbox-events/retry", {{"Authorization", "Bearer " + admin_token()}, {"Idempotency-Key", "r-2"}},
                         "{not json", "application/json");
     EXPECT_EQ(res->status, 400);
-    res = bulk({{"reason", kReason}}, "r-3", admin_token());
+    res = bulk({{"reason", kOperatorReason}}, "r-3", admin_token());
     EXPECT_EQ(res->status, 400);
     EXPECT_EQ(code_of(res), "INVALID_FILTER");
     res = bulk(body({{"last_error_code", "HTTP_422"}, {"status", "COMPLETED"}}), "r-4", admin_token());

@@ -18,11 +18,11 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kReason = "handler fixed in release 1.2.3";
+const std::string kRetryReason = "handler fixed in release 1.2.3";
 
 class AdminRetry : public AdminApi {
 protected:
-    static json body(long long version = 4, const std::string& reason = kReason) {
+    static json body(long long version = 4, const std::string& reason = kRetryReason) {
         return {{"expected_version", version}, {"reason", reason}};
     }
     std::string event_state(const std::string& id) const {
@@ -61,7 +61,7 @@ TEST_F(AdminRetry, AcceptedRetryMakesTheEventPendingAndRecordsHistoryAndAudit) {
         "FROM outbox_manual_retry WHERE event_id = '" + id + "'")[0];
     EXPECT_EQ(history[0].as<std::string>(), "acme");
     EXPECT_EQ(history[1].as<std::string>(), "alice");
-    EXPECT_EQ(history[2].as<std::string>(), kReason);
+    EXPECT_EQ(history[2].as<std::string>(), kRetryReason);
     EXPECT_TRUE(history[3].as<bool>()) << "the key is stored as its SHA-256, never in clear";
     EXPECT_EQ(history[4].as<int>(), 64);
     EXPECT_EQ(history[5].as<int>(), 3);
@@ -351,7 +351,7 @@ TEST_F(AdminRetry, TheRetriedEventsHandlerRunsAgainAndCompletes) {
 TEST_F(AdminRetry, TheCliPathTakesTheCompanyFromTheEvent) {
     const std::string id = review_event(db_, "globex");
     pqxx::connection conn(db_.url());
-    operations::RetryRequest request{id, 4, kReason, "cli-key", "cli:operator", std::nullopt, "cli"};
+    operations::RetryRequest request{id, 4, kRetryReason, "cli-key", "cli:operator", std::nullopt, "cli"};
     const auto first = operations::RetryService(conn).retry(request);
     ASSERT_TRUE(std::holds_alternative<operations::RetryAccepted>(first));
     EXPECT_FALSE(std::get<operations::RetryAccepted>(first).replayed);

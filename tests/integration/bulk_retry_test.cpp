@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kReason = "remote fixed after incident 42";
+const std::string kBulkReason = "remote fixed after incident 42";
 
 operations::BulkRetryFilter filter(std::optional<std::string> type, std::optional<std::string> code,
                               std::optional<std::string> before, int limit) {
@@ -37,7 +37,7 @@ protected:
         return id;
     }
     operations::BulkRetryResult bulk(operations::BulkRetryFilter filter, const std::string& key,
-                                std::optional<std::string> company = "acme", const std::string& reason = kReason) {
+                                std::optional<std::string> company = "acme", const std::string& reason = kBulkReason) {
         pqxx::connection conn(db_.url());
         operations::BulkRetryRequest request{std::move(filter), reason, key, "alice", std::move(company), "api"};
         return operations::BulkRetryService(conn).retry(request);
@@ -83,7 +83,7 @@ TEST_F(BulkRetry, RedrivesOnlyTheCallersCompanyWithOneHistoryAndAuditRowPerEvent
     for (const auto& row : history) {
         EXPECT_EQ(row[1].as<std::string>(), "acme");
         EXPECT_EQ(row[2].as<std::string>(), "alice");
-        EXPECT_EQ(row[3].as<std::string>(), kReason);
+        EXPECT_EQ(row[3].as<std::string>(), kBulkReason);
         EXPECT_EQ(row[4].as<int>(), 3);
         EXPECT_EQ(row[5].as<std::string>(), "REVIEW_REQUIRED");
         EXPECT_EQ(row[6].as<long long>(), 4);
@@ -118,11 +118,11 @@ TEST_F(BulkRetry, SameKeyAndRequestReplaysTheFirstAnswerAndAnotherRequestIs422) 
 
     // Keys are shared with the one-event retry: a key used there is taken here, and back.
     pqxx::connection conn(db_.url());
-    operations::RetryRequest single{a2, 4, kReason, "k-3", "alice", "acme", "api"};
+    operations::RetryRequest single{a2, 4, kBulkReason, "k-3", "alice", "acme", "api"};
     ASSERT_TRUE(std::holds_alternative<operations::RetryAccepted>(operations::RetryService(conn).retry(single)));
     EXPECT_EQ(rejection(bulk(filter(std::nullopt, "HTTP_503", std::nullopt, 100), "k-3")), "IDEMPOTENCY_KEY_REUSED");
     const auto a3 = review("acme", "TestRequested", "HTTP_503", 1);
-    operations::RetryRequest reuse{a3, 4, kReason, "k-2", "alice", "acme", "api"};
+    operations::RetryRequest reuse{a3, 4, kBulkReason, "k-2", "alice", "acme", "api"};
     const auto refused = operations::RetryService(conn).retry(reuse);
     ASSERT_TRUE(std::holds_alternative<operations::RetryRejected>(refused));
     EXPECT_EQ(std::get<operations::RetryRejected>(refused).code, "IDEMPOTENCY_KEY_REUSED");
@@ -173,7 +173,7 @@ TEST_F(BulkRetry, CommandLineRedrivesEveryCompanyAndTheOneEventFormStillWorks) {
     const auto single = review("acme", "TestRequested", "HTTP_400", 10);
     const std::map<std::string, std::string> env{{"OUTBOX_DATABASE_URL", db_.url()}};
     auto [code, out] = run_command({OUTBOXD_BINARY, "retry", "--event-type", "TestRequested", "--code", "HTTP_422",
-                                    "--limit", "10", "--reason", kReason, "--idempotency-key", "cli-1"},
+                                    "--limit", "10", "--reason", kBulkReason, "--idempotency-key", "cli-1"},
                                    env);
     EXPECT_EQ(code, 0) << out;
     EXPECT_NE(out.find("2 event(s) re-driven"), std::string::npos) << out;
@@ -185,20 +185,20 @@ TEST_F(BulkRetry, CommandLineRedrivesEveryCompanyAndTheOneEventFormStillWorks) {
     EXPECT_EQ(count("SELECT count(*) FROM audit_event WHERE actor LIKE 'cli:%' AND detail->>'channel' = 'cli'"), 2);
 
     std::tie(code, out) = run_command({OUTBOXD_BINARY, "retry", "--event-type", "TestRequested", "--code", "HTTP_422",
-                                       "--limit", "10", "--reason", kReason, "--idempotency-key", "cli-1"},
+                                       "--limit", "10", "--reason", kBulkReason, "--idempotency-key", "cli-1"},
                                       env);
     EXPECT_EQ(code, 0) << out;
     EXPECT_NE(out.find("nothing done now"), std::string::npos) << out;
 
-    std::tie(code, out) = run_command({OUTBOXD_BINARY, "retry", single, "--expected-version", "4", "--reason", kReason,
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "retry", single, "--expected-version", "4", "--reason", kBulkReason,
                                        "--idempotency-key", "cli-2"},
                                       env);
     EXPECT_EQ(code, 0) << out;
     EXPECT_EQ(state(single), "PENDING/0/5");
 
-    std::tie(code, out) = run_command({OUTBOXD_BINARY, "retry", "--reason", kReason}, env);
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "retry", "--reason", kBulkReason}, env);
     EXPECT_EQ(code, 2) << out;
-    std::tie(code, out) = run_command({OUTBOXD_BINARY, "retry", single, "--code", "HTTP_400", "--reason", kReason}, env);
+    std::tie(code, out) = run_command({OUTBOXD_BINARY, "retry", single, "--code", "HTTP_400", "--reason", kBulkReason}, env);
     EXPECT_EQ(code, 2) << out;
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_text(const fs::path& path) {
+std::string read_generated(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
@@ -31,16 +31,16 @@ TEST(NewPlugin, WritesTheTemplateWithTheNameFilledIn) {
     for (const char* file : {"CMakeLists.txt", "README.md", "src/handler.hpp", "src/handler.cpp", "src/plugin.cpp",
                              "tests/handler_test.cpp"}) {
         ASSERT_TRUE(fs::is_regular_file(dir / file)) << file;
-        EXPECT_EQ(read_text(dir / file).find('@'), std::string::npos) << file << " has a placeholder left";
+        EXPECT_EQ(read_generated(dir / file).find('@'), std::string::npos) << file << " has a placeholder left";
     }
-    EXPECT_NE(read_text(dir / "CMakeLists.txt").find("find_package(OutboxSdk 1 REQUIRED)"), std::string::npos);
-    EXPECT_NE(read_text(dir / "CMakeLists.txt").find("outbox_add_plugin(acme_mailer "), std::string::npos);
-    EXPECT_NE(read_text(dir / "src/plugin.cpp").find(
+    EXPECT_NE(read_generated(dir / "CMakeLists.txt").find("find_package(OutboxSdk 1 REQUIRED)"), std::string::npos);
+    EXPECT_NE(read_generated(dir / "CMakeLists.txt").find("outbox_add_plugin(acme_mailer "), std::string::npos);
+    EXPECT_NE(read_generated(dir / "src/plugin.cpp").find(
                   R"(OUTBOX_PLUGIN(acme_mailer_plugin::AcmeMailerHandler, "acme-mailer");)"),
               std::string::npos)
-        << read_text(dir / "src/plugin.cpp");
-    EXPECT_NE(read_text(dir / "src/handler.hpp").find(R"(return {"AcmeMailerRequested"};)"), std::string::npos);
-    EXPECT_NE(read_text(dir / "tests/handler_test.cpp").find("outbox/sdk/testing.hpp"), std::string::npos);
+        << read_generated(dir / "src/plugin.cpp");
+    EXPECT_NE(read_generated(dir / "src/handler.hpp").find(R"(return {"AcmeMailerRequested"};)"), std::string::npos);
+    EXPECT_NE(read_generated(dir / "tests/handler_test.cpp").find("outbox/sdk/testing.hpp"), std::string::npos);
 }
 
 TEST(NewPlugin, AnInvalidNameIsOneLineAndExitCodeTwoAndWritesNothing) {

@@ -30,7 +30,7 @@ using test::TempDir;
 
 constexpr uid_t kOtherUser = 12345;
 
-fs::path copy_fixture(const fs::path& fixture, const fs::path& target) {
+fs::path copy_trusted_fixture(const fs::path& fixture, const fs::path& target) {
     fs::copy_file(fixture, target, fs::copy_options::overwrite_existing);
     return target;
 }
@@ -61,7 +61,7 @@ protected:
 };
 
 TEST_F(PluginTrust, ASymlinkedEntryIsRefusedOnceAndNotFollowed) {
-    const fs::path target = copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, root_.path() / "libecho.so");
+    const fs::path target = copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, root_.path() / "libecho.so");
     fs::create_symlink(target, plugins_ / "libecho.so");
     auto dir = directory(plugins_);
 
@@ -76,11 +76,11 @@ TEST_F(PluginTrust, ASymlinkedEntryIsRefusedOnceAndNotFollowed) {
 }
 
 TEST_F(PluginTrust, ASymlinkRenamedOverALoadedFileIsRefusedAndTheLoadedVersionKeepsServing) {
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     auto dir = directory(plugins_);
     ASSERT_EQ(dir->rescan().added.size(), 1U);
 
-    const fs::path target = copy_fixture(OUTBOX_FIXTURE_VERSIONED_V1, root_.path() / "libother.so");
+    const fs::path target = copy_trusted_fixture(OUTBOX_FIXTURE_VERSIONED_V1, root_.path() / "libother.so");
     fs::create_symlink(target, plugins_ / ".staging");
     fs::rename(plugins_ / ".staging", plugins_ / "libecho.so");
     const DirectoryChange change = dir->rescan();
@@ -92,7 +92,7 @@ TEST_F(PluginTrust, ASymlinkRenamedOverALoadedFileIsRefusedAndTheLoadedVersionKe
 }
 
 TEST_F(PluginTrust, APluginDirectoryThatIsASymlinkIsRefused) {
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     const fs::path link = root_.path() / "plugins-link";
     fs::create_directory_symlink(plugins_, link);
     const DirectoryChange change = directory(link)->rescan();
@@ -105,13 +105,13 @@ TEST_F(PluginTrust, APluginDirectoryThatIsASymlinkIsRefused) {
 
 // Root owns the directory, so only the mode can make it untrusted: root-owned is not enough.
 TEST_F(PluginTrust, AGroupWritableParentIsOneRejectionNamingItAndWhatIsLoadedKeepsServing) {
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     auto dir = directory(plugins_);
     ASSERT_EQ(dir->rescan().added.size(), 1U);
 
     const fs::path parent = root_.path() / "srv";
     chmod_or_fail(parent, 0775);
-    copy_fixture(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_VERSIONED_V1, plugins_ / "libversioned.so");
     const DirectoryChange change = dir->rescan();
     EXPECT_FALSE(change.routing_changed()) << "nothing is loaded from an untrusted directory";
     ASSERT_EQ(change.rejected.size(), 1U) << reasons(change);
@@ -138,7 +138,7 @@ TEST_F(PluginTrust, AnOthersWritableParentHigherUpIsRefused) {
 
 TEST_F(PluginTrust, AWritableParentWithTheStickyBitIsAccepted) {
     chmod_or_fail(root_.path() / "srv", 01777);  // like /tmp: only an entry's owner may rename it
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     const DirectoryChange change = directory(plugins_)->rescan();
     EXPECT_TRUE(change.rejected.empty()) << reasons(change);
     EXPECT_EQ(change.added.size(), 1U);
@@ -150,7 +150,7 @@ TEST_F(PluginTrust, AWritableDirectoryHoldingASymlinkOnThePathIsRefused) {
     const fs::path open_dir = root_.path() / "open";
     fs::create_directory(open_dir);
     fs::create_directory_symlink(root_.path() / "srv" / "outboxd", open_dir / "outboxd");
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     const fs::path through_link = open_dir / "outboxd" / "plugins";
 
     EXPECT_EQ(directory(through_link)->rescan().added.size(), 1U) << "a link in a trusted directory is fine";
@@ -166,7 +166,7 @@ TEST_F(PluginTrust, AWritableDirectoryHoldingASymlinkOnThePathIsRefused) {
 // itself does not name.
 TEST_F(PluginTrust, AWritableParentOfWhereASymlinkOnThePathLeadsIsRefused) {
     fs::create_directory_symlink(root_.path() / "srv" / "outboxd", root_.path() / "outboxd");
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     chmod_or_fail(root_.path() / "srv", 0775);
     const DirectoryChange change = directory(root_.path() / "outboxd" / "plugins")->rescan();
     EXPECT_TRUE(change.added.empty());
@@ -188,7 +188,7 @@ TEST_F(PluginTrust, AParentOwnedByAnotherUserIsRefused) {
 
 TEST_F(PluginTrust, AFileOwnedByAnotherUserIsRefused) {
     if (::geteuid() != 0) GTEST_SKIP() << "only root can give a file to another user";
-    const fs::path file = copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    const fs::path file = copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     ASSERT_EQ(::chown(file.c_str(), kOtherUser, 0), 0);
     const DirectoryChange change = directory(plugins_)->rescan();
     EXPECT_TRUE(change.added.empty());
@@ -199,7 +199,7 @@ TEST_F(PluginTrust, AFileOwnedByAnotherUserIsRefused) {
 
 // `outboxd plugins check` scans with the same code, so it refuses what `run` refuses.
 TEST_F(PluginTrust, PluginsCheckRefusesSymlinksAndUntrustedParentsAsRunDoes) {
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libecho.so");
     fs::create_symlink(plugins_ / "libecho.so", plugins_ / "liblinked.so");
     std::ostringstream with_link;
     EXPECT_EQ(app::plugins_check(plugins_, {}, with_link), 1);
@@ -231,10 +231,10 @@ private:
 // the name points to by the time the loader runs.
 TEST_F(PluginTrust, TheLoaderCopiesFromTheDescriptorItIsGivenNotFromThePath) {
     const ProbeFile probe(root_.path() / "probe.txt");
-    const fs::path name = copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libswapped.so");
+    const fs::path name = copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, plugins_ / "libswapped.so");
     const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
     ASSERT_GE(fd, 0);
-    copy_fixture(OUTBOX_FIXTURE_ENV_PROBE, plugins_ / ".next");
+    copy_trusted_fixture(OUTBOX_FIXTURE_ENV_PROBE, plugins_ / ".next");
     fs::rename(plugins_ / ".next", name);
 
     PluginLoader loader(private_dir_);
@@ -270,16 +270,16 @@ TEST_P(PluginTrustRace, AnUntrustedFileSwappedInWhileRescanningIsNeverLoaded) {
     fs::create_directory(staging);
     // Two trusted inodes, so that each trusted turn is a new version to load even when the
     // untrusted turn in between was never recorded (a refused link keeps the loaded version).
-    const std::array<fs::path, 2> trusted{copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, staging / "trusted-a"),
-                                          copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, staging / "trusted-b")};
-    const fs::path untrusted = copy_fixture(OUTBOX_FIXTURE_ENV_PROBE, staging / "untrusted");
+    const std::array<fs::path, 2> trusted{copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, staging / "trusted-a"),
+                                          copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, staging / "trusted-b")};
+    const fs::path untrusted = copy_trusted_fixture(OUTBOX_FIXTURE_ENV_PROBE, staging / "untrusted");
     switch (GetParam()) {
         case Untrusted::WorldWritable: chmod_or_fail(untrusted, 0666); break;
         case Untrusted::OtherOwner: ASSERT_EQ(::chown(untrusted.c_str(), kOtherUser, 0), 0); break;
         case Untrusted::Symlink: break;  // trusted owner and mode, but only reachable through a link
     }
     const fs::path name = plugins_ / "libswapped.so";
-    copy_fixture(OUTBOX_FIXTURE_GOOD_ECHO, name);
+    copy_trusted_fixture(OUTBOX_FIXTURE_GOOD_ECHO, name);
 
     std::atomic<long> swaps{0};
     // Stopped and joined by its destructor too, should an assertion end the test early.

@@ -24,9 +24,9 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 namespace http = outbox::sdk::http;
 
-class FakeContext : public sdk::Context {
+class HttpFakeContext : public sdk::Context {
 public:
-    explicit FakeContext(Clock::time_point deadline, std::optional<Clock::time_point> cancel_at = std::nullopt)
+    explicit HttpFakeContext(Clock::time_point deadline, std::optional<Clock::time_point> cancel_at = std::nullopt)
         : deadline_(deadline), cancel_at_(cancel_at) {}
     sdk::Db& db() override { throw std::logic_error("no database in these tests"); }
     [[nodiscard]] bool cancelled() const override { return cancel_at_ && Clock::now() >= *cancel_at_; }
@@ -182,14 +182,14 @@ Outcome call(sdk::Context& ctx, const std::string& origin, std::chrono::millisec
     return outcome;
 }
 
-FakeContext context_with(std::chrono::milliseconds until_deadline) { return FakeContext(Clock::now() + until_deadline); }
+HttpFakeContext context_with(std::chrono::milliseconds until_deadline) { return HttpFakeContext(Clock::now() + until_deadline); }
 
 // Generous: these prove the call is bounded, they are not performance assertions.
 constexpr auto kSlack = 2s;
 
 TEST(SdkHttpDeadline, AServerTricklingHeaderBytesCannotOutliveTheTimeout) {
     RawServer server(trickle_headers);
-    FakeContext ctx = context_with(60s);
+    HttpFakeContext ctx = context_with(60s);
     const Outcome outcome = call(ctx, server.origin(), 1s);
     EXPECT_TRUE(outcome.retryable);
     EXPECT_EQ(outcome.code, "TIMEOUT");
@@ -199,7 +199,7 @@ TEST(SdkHttpDeadline, AServerTricklingHeaderBytesCannotOutliveTheTimeout) {
 
 TEST(SdkHttpDeadline, AServerTricklingTheBodyCannotOutliveTheTimeout) {
     RawServer server(trickle_body);
-    FakeContext ctx = context_with(60s);
+    HttpFakeContext ctx = context_with(60s);
     const Outcome outcome = call(ctx, server.origin(), 1s);
     EXPECT_TRUE(outcome.retryable);
     EXPECT_EQ(outcome.code, "TIMEOUT");
@@ -208,7 +208,7 @@ TEST(SdkHttpDeadline, AServerTricklingTheBodyCannotOutliveTheTimeout) {
 
 TEST(SdkHttpDeadline, TheContextDeadlineCapsALongerTimeout) {
     RawServer server(trickle_headers);
-    FakeContext ctx = context_with(800ms);
+    HttpFakeContext ctx = context_with(800ms);
     const Outcome outcome = call(ctx, server.origin(), 30s);
     EXPECT_EQ(outcome.code, "TIMEOUT");
     EXPECT_LT(outcome.took, 800ms + kSlack) << "ctx.deadline(), not the 30s timeout, ends the call";
@@ -216,7 +216,7 @@ TEST(SdkHttpDeadline, TheContextDeadlineCapsALongerTimeout) {
 
 TEST(SdkHttpDeadline, AServerThatNeverAnswersIsATimeout) {
     RawServer server(never_answer);
-    FakeContext ctx = context_with(60s);
+    HttpFakeContext ctx = context_with(60s);
     const Outcome outcome = call(ctx, server.origin(), 1s);
     EXPECT_TRUE(outcome.retryable);
     EXPECT_EQ(outcome.code, "TIMEOUT");
@@ -226,7 +226,7 @@ TEST(SdkHttpDeadline, AServerThatNeverAnswersIsATimeout) {
 
 TEST(SdkHttpDeadline, NoTimeLeftIsATimeoutWithoutConnecting) {
     RawServer server(never_answer);
-    FakeContext ctx(Clock::now() - 1ms);
+    HttpFakeContext ctx(Clock::now() - 1ms);
     const Outcome outcome = call(ctx, server.origin(), 5s);
     EXPECT_EQ(outcome.code, "TIMEOUT");
     EXPECT_EQ(server.connections(), 0);
@@ -234,7 +234,7 @@ TEST(SdkHttpDeadline, NoTimeLeftIsATimeoutWithoutConnecting) {
 
 TEST(SdkHttpCancel, CancellationDuringTheCallEndsItWithCancelled) {
     RawServer server(trickle_headers);
-    FakeContext ctx(Clock::now() + 60s, Clock::now() + 300ms);
+    HttpFakeContext ctx(Clock::now() + 60s, Clock::now() + 300ms);
     const Outcome outcome = call(ctx, server.origin(), 30s);
     EXPECT_TRUE(outcome.retryable);
     EXPECT_EQ(outcome.code, "CANCELLED");
@@ -243,7 +243,7 @@ TEST(SdkHttpCancel, CancellationDuringTheCallEndsItWithCancelled) {
 
 TEST(SdkHttpCancel, AnAlreadyCancelledContextMakesNoCall) {
     RawServer server(never_answer);
-    FakeContext ctx(Clock::now() + 60s, Clock::now() - 1ms);
+    HttpFakeContext ctx(Clock::now() + 60s, Clock::now() - 1ms);
     const Outcome outcome = call(ctx, server.origin(), 5s);
     EXPECT_EQ(outcome.code, "CANCELLED");
     EXPECT_EQ(server.connections(), 0);
@@ -255,7 +255,7 @@ TEST(SdkHttpTransport, ARefusedConnectionIsConnectFailed) {
         RawServer gone(never_answer);
         origin = gone.origin();
     }
-    FakeContext ctx = context_with(60s);
+    HttpFakeContext ctx = context_with(60s);
     const Outcome outcome = call(ctx, origin, 5s);
     EXPECT_TRUE(outcome.retryable);
     EXPECT_EQ(outcome.code, "CONNECT_FAILED");
@@ -264,7 +264,7 @@ TEST(SdkHttpTransport, ARefusedConnectionIsConnectFailed) {
 
 TEST(SdkHttpTransport, AConnectionDroppedMidAnswerIsConnectionLost) {
     RawServer server(drop_mid_answer);
-    FakeContext ctx = context_with(60s);
+    HttpFakeContext ctx = context_with(60s);
     const Outcome outcome = call(ctx, server.origin(), 5s);
     EXPECT_TRUE(outcome.retryable);
     EXPECT_EQ(outcome.code, "CONNECTION_LOST");
@@ -329,7 +329,7 @@ private:
 };
 
 Outcome call_status(StatusServer& server, int status, std::optional<std::string> retry_after = std::nullopt) {
-    FakeContext ctx = context_with(60s);
+    HttpFakeContext ctx = context_with(60s);
     Outcome outcome;
     try {
         httplib::Headers headers;
@@ -363,7 +363,7 @@ TEST(SdkHttpStatus, A2xxAnswerIsReturnedWithItsBody) {
 TEST(SdkHttpTrace, TheCallsTraceContextIsSentUnlessTheRequestSetsItsOwn) {
     StatusServer server;
     const http::Endpoint endpoint{server.origin(), "/status/200"};
-    FakeContext ctx = context_with(60s);
+    HttpFakeContext ctx = context_with(60s);
     http::post_json(ctx, endpoint, {}, "{}", 5s);
     EXPECT_TRUE(server.last_header("traceparent").empty()) << "no trace context: no header";
     EXPECT_TRUE(server.last_header("tracestate").empty());
