@@ -34,13 +34,17 @@ if [[ ! -f $prev_dir/src/CMakeLists.txt ]]; then
 fi
 # shellcheck source=scripts/ccache.sh
 source "$root/scripts/ccache.sh"
-# Built with scripts/test.sh's flags, one level below its source as build/ is: with ccache,
-# every file the two releases share is reused from this tree's build.
+# Built with scripts/test.sh's flags, as unity batches like this tree's host (268 CPU-seconds
+# instead of 488, from scratch). 0.2.0's plugin module defines two file-local names twice,
+# so that one module compiles file by file; the hook sets it after 0.2.0's own CMake files ran.
 prev_build=$prev_dir/src/build
 if [[ ! -x $prev_build/host/outboxd || ! -f $prev_build/tests/fixtures/libfixture_scripted.so ]]; then
   say "building the previous release $PREV (outboxd and the scripted fixture plugin) in $prev_build"
+  printf '%s\n' 'cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL set_property TARGET outbox_plugin PROPERTY UNITY_BUILD OFF)' \
+    > "$prev_dir/unity-exceptions.cmake"
   cmake -S "$prev_dir/src" -B "$prev_build" "${build_flags[@]}" -DOUTBOX_WERROR=ON \
-    -DOUTBOX_BUILD_TESTS=ON -DOUTBOX_BUILD_PLUGINS=OFF "${launcher[@]}" >/dev/null
+    -DOUTBOX_BUILD_TESTS=ON -DOUTBOX_BUILD_PLUGINS=OFF -DCMAKE_UNITY_BUILD=ON \
+    -DCMAKE_PROJECT_outboxd_INCLUDE="$prev_dir/unity-exceptions.cmake" "${launcher[@]}" >/dev/null
   cmake --build "$prev_build" -j"$(nproc)" --target outboxd fixture_scripted
 fi
 old_bin=$prev_build/host/outboxd
