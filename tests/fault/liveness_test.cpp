@@ -10,9 +10,11 @@
 #include <filesystem>
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include "fault/fault_fixture.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
 namespace outbox::test::fault {
@@ -125,12 +127,17 @@ TEST(Liveness, SigtermDuringEachPhaseOfStartUpStopsTheHostWithoutClaiming) {
 TEST(Liveness, AHandlerThatNeverReturnsMakesTheStopExitThreeAndLeavesItsEventToTheRescuer) {
     TestDatabase db;
     create_scripted_effect_table(db.url());
-    const std::string stuck = publish_many(db.url(), "TestRequested", R"({"block_forever": true})", 1)[0];
+    const TempDir marks;
+    const auto started = marks.path() / "started";
+    const std::string stuck =
+        publish_many(db.url(), "TestRequested",
+                     nlohmann::json{{"block_forever", true}, {"started_file", started.string()}}.dump(), 1)[0];
     const Fleet fleet(db.url(), {{"OUTBOX_SHUTDOWN_TIMEOUT", "1s"}, {"OUTBOX_POLL_INTERVAL", "100ms"}});
     auto host = fleet.start("stuck");
-    ASSERT_TRUE(wait_until([&] { return count(db.url(), "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'") == 1; },
-                           20s))
-        << fleet.log("stuck");
+    // The call itself must be running: a claimed event whose call has not started yet is
+    // released by the stop, which then exits 0 (a loaded machine widens that gap).
+    ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(started); }, 20s)) << fleet.log("stuck");
+    ASSERT_EQ(count(db.url(), "SELECT count(*) FROM event_publication WHERE status = 'PROCESSING'"), 1);
     host->signal(SIGTERM);
     EXPECT_EQ(host->wait(30s), std::optional<int>(3)) << fleet.log("stuck");
     EXPECT_EQ(db.scalar("SELECT status || ' ' || coalesce(last_error_code, '-') || ' ' || lease_owner FROM "
