@@ -6,6 +6,7 @@
 
 #include <pqxx/pqxx>
 
+#include "admin/body_fields.hpp"
 #include "admin/endpoints.hpp"
 #include "admin/event_id.hpp"
 #include "log/log.hpp"
@@ -21,13 +22,6 @@ constexpr const char* kShape =
     R"("last_error_code", "no_error_code", "status", "occurred_after", "occurred_before", "aggregate_key", "handler"}, )"
     R"("reason": "...", "dry_run": true|false})";
 
-bool optional_string(const json& object, const char* name, std::optional<std::string>& out) {
-    const auto it = object.find(name);
-    if (it == object.end() || it->is_null()) return true;
-    if (!it->is_string()) return false;
-    out = it->get<std::string>();
-    return true;
-}
 
 // Reads the body's "filter" into `f`; false when it was refused (the answer is in `res`).
 bool read_filter(const json& filter, operations::OperationFilter& f, HttpResponse& res) {
@@ -41,22 +35,8 @@ bool read_filter(const json& filter, operations::OperationFilter& f, HttpRespons
             return false;
         }
     }
-    if (const auto code = filter.find("last_error_code"); code != filter.end() && code->is_null()) {
-        send_error(res, 422, "INVALID_FILTER",
-                   "last_error_code cannot be null: omit it for any code, or send \"no_error_code\": true for events "
-                   "without one");
-        return false;
-    }
-    if (const auto none = filter.find("no_error_code"); none != filter.end() && !none->is_null()) {
-        if (!none->is_boolean()) {
-            send_error(res, 400, "INVALID_FILTER", "no_error_code is true or false");
-            return false;
-        }
-        f.no_error_code = none->get<bool>();
-    }
-    if (!optional_string(filter, "event_type", f.event_type) ||
-        !optional_string(filter, "last_error_code", f.last_error_code) ||
-        !optional_string(filter, "status", f.status) || !optional_string(filter, "occurred_after", f.occurred_after) ||
+    if (!read_error_code_filter(filter, f.last_error_code, f.no_error_code, res)) return false;
+    if (!optional_string(filter, "event_type", f.event_type) || !optional_string(filter, "status", f.status) || !optional_string(filter, "occurred_after", f.occurred_after) ||
         !optional_string(filter, "occurred_before", f.occurred_before) ||
         !optional_string(filter, "aggregate_key", f.aggregate_key) || !optional_string(filter, "handler", f.handler)) {
         send_error(res, 400, "INVALID_FILTER", "every filter field but no_error_code is a string");
@@ -103,12 +83,9 @@ std::optional<operations::OperationRequest> read_request(const Principal& princi
         return std::nullopt;
     }
     if (!read_filter(*filter, request.filter, res)) return std::nullopt;
-    const auto reason = body.find("reason");
-    if (reason == body.end() || !reason->is_string()) {
-        send_error(res, 422, "INVALID_REASON", "reason must be a string of 10 to 300 characters");
-        return std::nullopt;
-    }
-    request.reason = reason->get<std::string>();
+    auto reason = read_reason(body, res);
+    if (!reason) return std::nullopt;
+    request.reason = std::move(*reason);
     return request;
 }
 

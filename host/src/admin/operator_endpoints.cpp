@@ -4,6 +4,7 @@
 // (a platform role pauses or resumes a handler on every host; shared with `outboxd handlers`).
 #include <pqxx/pqxx>
 
+#include "admin/body_fields.hpp"
 #include "admin/endpoints.hpp"
 #include "admin/event_id.hpp"
 #include "core/identifiers.hpp"
@@ -22,13 +23,6 @@ constexpr const char* kBulkShape =
 
 // A string member of `object` when present (null counts as absent); false when it is there
 // but not a string.
-bool optional_string(const json& object, const char* name, std::optional<std::string>& out) {
-    const auto it = object.find(name);
-    if (it == object.end() || it->is_null()) return true;
-    if (!it->is_string()) return false;
-    out = it->get<std::string>();
-    return true;
-}
 
 // `ids`: an array of 1 to kMaxBulkRetry UUIDs, stored lower-cased into `f.event_ids`.
 bool read_event_ids(const json& ids, operations::BulkRetryFilter& f) {
@@ -55,24 +49,10 @@ bool read_bulk_filter(const json& filter, operations::BulkRetryFilter& f, HttpRe
             return false;
         }
     }
-    // A null code once meant "any code", so a "(no code)" group re-drove other groups' events.
-    if (const auto code = filter.find("last_error_code"); code != filter.end() && code->is_null()) {
-        send_error(res, 422, "INVALID_FILTER",
-                   "last_error_code cannot be null: omit it for any code, or send \"no_error_code\": true for events "
-                   "without one");
-        return false;
-    }
-    if (const auto none = filter.find("no_error_code"); none != filter.end()) {
-        if (!none->is_boolean()) {
-            send_error(res, 400, "INVALID_FILTER", "no_error_code is true or false");
-            return false;
-        }
-        f.no_error_code = none->get<bool>();
-    }
+    if (!read_error_code_filter(filter, f.last_error_code, f.no_error_code, res)) return false;
     if (!optional_string(filter, "event_type", f.event_type) ||
-        !optional_string(filter, "last_error_code", f.last_error_code) ||
         !optional_string(filter, "occurred_before", f.occurred_before)) {
-        send_error(res, 400, "INVALID_FILTER", "event_type, last_error_code and occurred_before are strings");
+        send_error(res, 400, "INVALID_FILTER", "event_type and occurred_before are strings");
         return false;
     }
     if (const auto ids = filter.find("event_ids"); ids != filter.end() && !ids->is_null()) {
@@ -126,12 +106,9 @@ void bulk_retry(AdminContext& context, const HttpRequest& req, HttpResponse& res
         return;
     }
     if (!read_bulk_filter(*filter, request.filter, res)) return;
-    const auto reason = body.find("reason");
-    if (reason == body.end() || !reason->is_string()) {
-        send_error(res, 422, "INVALID_REASON", "reason must be a string of 10 to 300 characters");
-        return;
-    }
-    request.reason = reason->get<std::string>();
+    auto reason = read_reason(body, res);
+    if (!reason) return;
+    request.reason = std::move(*reason);
 
     operations::BulkRetryResult result;
     if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {

@@ -6,6 +6,7 @@
 
 #include <pqxx/pqxx>
 
+#include "admin/body_fields.hpp"
 #include "admin/endpoints.hpp"
 #include "admin/event_id.hpp"
 #include "log/log.hpp"
@@ -56,12 +57,9 @@ std::optional<operations::RetryRequest> read_action_request(const Principal& pri
         return std::nullopt;
     }
     request.expected_version = version->get<long long>();
-    const auto reason = body.find("reason");
-    if (reason == body.end() || !reason->is_string()) {
-        send_error(res, 422, "INVALID_REASON", "reason must be a string of 10 to 300 characters");
-        return std::nullopt;
-    }
-    request.reason = reason->get<std::string>();
+    auto reason = read_reason(body, res);
+    if (!reason) return std::nullopt;
+    request.reason = std::move(*reason);
     return request;
 }
 
