@@ -322,5 +322,42 @@ TEST_F(AdminE2e, OperationsCommandsRunAJobInBatchesAndARunningHostFinishesADetac
     EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("jobs-host.log");
 }
 
+TEST_F(AdminE2e, OperationsStartReplaysCompletedEventsForOneHandlerOnly) {
+    std::filesystem::copy_file(OUTBOX_FIXTURE_SCRIPTED_B, plugin_dir_ / "libscripted_b.so");
+    db_.exec(R"(SELECT outbox_publish('acme', 'TestRequested', '{"db": true, "b_db": true}'::jsonb) )"
+             "FROM generate_series(1, 20)");
+    const auto environment = env(free_port());
+    ChildProcess host({OUTBOXD_BINARY, "run"}, environment, (dir_.path() / "replay-host.log").string());
+    const auto effects = [&](const std::string& name) {
+        return count("SELECT count(*) FROM scripted_effect WHERE handler_name = '" + name + "'");
+    };
+    ASSERT_TRUE(wait_until([&] {
+        return effects("scripted") == 20 && effects("scripted-b") == 20 &&
+               count("SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'") == 0;
+    }, 30s)) << log("replay-host.log");
+
+    const std::string reason = "handler fixed in release 1.4.2";
+    const auto nameless = run_command({OUTBOXD_BINARY, "operations", "start", "--action", "replay", "--status",
+                                       "COMPLETED", "--reason", reason, "--idempotency-key", "cli-replay-0"},
+                                      environment, 60s);
+    EXPECT_EQ(nameless.first, 1) << nameless.second;
+    EXPECT_NE(nameless.second.find("INVALID_HANDLER"), std::string::npos) << nameless.second;
+    const auto run = run_command({OUTBOXD_BINARY, "operations", "start", "--action", "replay", "--handler",
+                                  "scripted-b", "--status", "COMPLETED", "--reason", reason, "--idempotency-key",
+                                  "cli-replay-1"},
+                                 environment, 60s);
+    ASSERT_EQ(run.first, 0) << run.second;
+    EXPECT_NE(run.second.find(": done, 20 of 20 done, 0 failed"), std::string::npos) << run.second;
+    EXPECT_TRUE(wait_until([&] { return effects("scripted-b+replay") == 20; }, 30s)) << log("replay-host.log");
+    EXPECT_TRUE(wait_until([&] { return count("SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'") == 0; },
+                           30s));
+    EXPECT_EQ(effects("scripted"), 20) << "only the named handler runs again";
+    EXPECT_EQ(count("SELECT count(*) FROM audit_event WHERE action = 'outbox.replay' AND detail ->> 'channel' = 'cli' "
+                    "AND detail ->> 'handler' = 'scripted-b'"),
+              20);
+    host.signal(SIGTERM);
+    EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("replay-host.log");
+}
+
 }  // namespace
 }  // namespace outbox::test

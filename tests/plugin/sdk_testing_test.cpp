@@ -2,6 +2,7 @@
 #include "outbox/sdk/testing.hpp"
 
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -113,6 +114,36 @@ TEST(SdkTesting, MakeEventLooksLikeAFirstDelivery) {
     EXPECT_EQ(event.attempt, 1);
     EXPECT_EQ(event.payload().at("a"), 1);
     EXPECT_FALSE(event.id.empty());
+}
+
+TEST(SdkTesting, AReplayIsWhatTheTestSaysAndAFirstDeliveryByDefault) {
+    TestContext ctx;
+    EXPECT_FALSE(ctx.replay());
+    ctx.set_replay(true);
+    EXPECT_TRUE(ctx.replay());
+    // Through the interface a handler sees.
+    const outbox::sdk::Context& seen = ctx;
+    EXPECT_TRUE(seen.replay());
+}
+
+// A Context written against SDK 1.2, without replay(), still compiles and answers false.
+class ContextOfAnEarlierSdk final : public outbox::sdk::Context {
+public:
+    outbox::sdk::Db& db() override { throw std::logic_error("no database"); }
+    [[nodiscard]] bool cancelled() const override { return false; }
+    [[nodiscard]] std::chrono::steady_clock::time_point deadline() const override { return {}; }
+    [[nodiscard]] const std::string& config_json() const override { return config_; }
+    void log(outbox::sdk::LogLevel, std::string_view) override {}
+    [[nodiscard]] const outbox::sdk::TraceContext& trace() const override { return trace_; }
+
+private:
+    std::string config_ = "{}";
+    outbox::sdk::TraceContext trace_;
+};
+
+TEST(SdkTesting, AContextWithoutReplayIsAFirstDelivery) {
+    const ContextOfAnEarlierSdk ctx;
+    EXPECT_FALSE(static_cast<const outbox::sdk::Context&>(ctx).replay());
 }
 
 }  // namespace

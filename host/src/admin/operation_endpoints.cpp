@@ -18,9 +18,9 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kShape =
-    R"(the body must be a JSON object {"action": "redrive"|"discard"|"cancel", "filter": {"event_type", )"
+    R"(the body must be a JSON object {"action": "redrive"|"discard"|"cancel"|"replay", "filter": {"event_type", )"
     R"("last_error_code", "no_error_code", "status", "occurred_after", "occurred_before", "aggregate_key", "handler"}, )"
-    R"("reason": "...", "dry_run": true|false})";
+    R"("handler": "<the handler to run again, for replay>", "reason": "...", "dry_run": true|false})";
 
 
 // Reads the body's "filter" into `f`; false when it was refused (the answer is in `res`).

@@ -92,17 +92,20 @@ void add_operations_commands(CLI::App& app, CommandLine& c) {
     operations->require_subcommand(1);
     OperationArgs& o = c.operation_args;
     c.op_start = operations->add_subcommand("start", "start a job (or preview it with --dry-run)");
-    c.op_start->add_option("--action", o.action, "redrive, discard or cancel")
+    c.op_start->add_option("--action", o.action, "redrive, discard, cancel or replay")
         ->required()
-        ->check(CLI::IsMember({"redrive", "discard", "cancel"}));
+        ->check(CLI::IsMember({"redrive", "discard", "cancel", "replay"}));
     c.op_start->add_option("--event-type", o.event_type, "events of this type");
     c.op_start->add_option("--code", o.code, "... whose last_error_code is this");
     c.op_start->add_flag("--no-code", o.no_code, "... that have no last_error_code");
-    c.op_start->add_option("--status", o.status, "... in this status (REVIEW_REQUIRED, PENDING or RETRY_WAIT)");
+    c.op_start->add_option("--status", o.status,
+                           "... in this status (REVIEW_REQUIRED, PENDING or RETRY_WAIT; COMPLETED or DISCARDED to replay)");
     c.op_start->add_option("--after", o.after, "... that occurred at or after this RFC 3339 time");
     c.op_start->add_option("--before", o.before, "... that occurred before this RFC 3339 time");
     c.op_start->add_option("--aggregate-key", o.aggregate_key, "... of this aggregate");
-    c.op_start->add_option("--handler", o.handler, "... of a type this handler takes, not consumed by it yet");
+    c.op_start->add_option("--handler", o.handler,
+                           "... of a type this handler takes, not consumed by it yet; with --action replay: the one "
+                           "handler to run again");
     c.op_start->add_option("--company", o.company, "... of this company only (default: every company)");
     c.op_start->add_option("--reason", o.reason, "why (10 to 300 characters, recorded per event)")->required();
     c.op_start->add_option("--idempotency-key", o.idempotency_key,

@@ -35,6 +35,11 @@ operations::OperationRequest request_from(const OperationArgs& args) {
     request.action = args.action;
     request.filter = {args.event_type, args.code,          args.no_code,       args.status,
                       args.after,      args.before,        args.aggregate_key, args.handler};
+    // A replay names the handler to run again; it selects no events by it.
+    if (args.action == "replay") {
+        request.handler = args.handler;
+        request.filter.handler = std::nullopt;
+    }
     request.reason = args.reason;
     request.dry_run = args.dry_run;
     request.idempotency_key = args.idempotency_key;

@@ -96,13 +96,13 @@ WITH due AS (
         version = e.version + 1, updated_at = now()
     WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM due))
     RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
-              e.lease_token, e.occurred_at, e.version, e.traceparent, e.tracestate
+              e.lease_token, e.occurred_at, e.version, e.traceparent, e.tracestate, e.replay_handler
 )
 SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
        c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
        CASE WHEN c.version <= 2 AND c.attempt_count <= 1 THEN NULL
             ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END,
-       coalesce(c.traceparent, ''), coalesce(c.tracestate, '')
+       coalesce(c.traceparent, ''), coalesce(c.tracestate, ''), coalesce(c.replay_handler, '')
 FROM claimed c
 )SQL";
     return sql;
@@ -468,14 +468,15 @@ SELECT DISTINCT event_type FROM redriven
 namespace detail {
 
 // The filter of an operator job, on the alias `p`: $1 company (NULL: every company), $2 the
-// statuses (text[]), $3 event type, $4 last error code, $5 only events without a code, $6
+// statuses (text[]), $3 event types (text[]: the filter's one type, or for a replay the
+// types its handler takes, narrowed by the filter's type), $4 last error code, $5 only events without a code, $6
 // occurred at or after, $7 occurred before, $8 aggregate key, $9 handler: events of a type
 // that handler takes (as any registered host reports it) that it has not consumed yet, and
 // $10 occurred at or before (the job's start; NULL: now). NULL parameters match everything.
 inline std::string operation_filter(const std::string& p) {
     return p + ".status = ANY ($2::text[])"
            " AND ($1::text IS NULL OR " + p + ".company_id = $1)"
-           " AND ($3::text IS NULL OR " + p + ".event_type = $3)"
+           " AND ($3::text[] IS NULL OR " + p + ".event_type = ANY ($3::text[]))"
            " AND ($4::text IS NULL OR " + p + ".last_error_code = $4)"
            " AND (NOT $5::boolean OR " + p + ".last_error_code IS NULL)"
            " AND ($6::timestamptz IS NULL OR " + p + ".occurred_at >= $6::timestamptz)"
@@ -500,7 +501,7 @@ inline std::string from_micros(const std::string& parameter) {
 // shaped as the one-event actions write them; the per-event key hash is derived from the
 // operation id, so each row keeps the record table's unique key.
 inline std::string operation_records(const std::string& table, const std::string& record_key,
-                                     const std::string& audit_action) {
+                                     const std::string& audit_action, const std::string& extra_detail = "") {
     return R"SQL(
 ), recorded AS (
     INSERT INTO )SQL" + table + R"SQL( (event_id, company_id, actor, reason, idempotency_key_hash, request_hash,
@@ -516,7 +517,8 @@ inline std::string operation_records(const std::string& table, const std::string
     SELECT $5, ')SQL" + audit_action + R"SQL(', company_id, event_id::text,
            jsonb_build_object(')SQL" + record_key + R"SQL(', id, 'operation_id', $7::text, 'channel', $8::text,
                               'previous_status', previous_status, 'previous_attempt_count', previous_attempt_count,
-                              'previous_version', previous_version, 'new_version', new_version)
+                              'previous_version', previous_version, 'new_version', new_version)SQL" +
+           extra_detail + R"SQL()
     FROM recorded
 )
 )SQL";
@@ -582,6 +584,42 @@ inline const std::string kOperationRedrive = detail::kOperationInput + R"SQL(
 )SQL" + detail::kOperationReturning +
     detail::operation_records("outbox_manual_retry", "manual_retry_id", "outbox.manual_retry") + R"SQL(
 SELECT (SELECT count(*) FROM acted), (SELECT string_agg(DISTINCT event_type, ',') FROM acted)
+)SQL";
+
+/// A batch's replay for the handler $9: each locked COMPLETED or DISCARDED event is PENDING
+/// again (attempt_count 0, due now, version + 1, no lease) with replay_handler = $9; that
+/// handler's consumption row is removed and the other handlers of the event's type (as any
+/// registered host reports them) get one, so no host, of any release, calls them. Recorded
+/// in outbox_manual_retry and audited as outbox.replay with the handler. Returns the count
+/// and the types to wake.
+inline const std::string kOperationReplay = detail::kOperationInput + R"SQL(
+    UPDATE event_publication e
+    SET status = 'PENDING', attempt_count = 0, next_attempt_at = now(), completed_at = NULL, replay_handler = $9,
+        version = e.version + 1, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+)SQL" + detail::kOperationReturning + R"SQL(
+), unconsumed AS (
+    DELETE FROM event_consumption c USING acted a WHERE c.event_id = a.event_id AND c.handler_name = $9
+), others AS (
+    INSERT INTO event_consumption (event_id, handler_name)
+    SELECT DISTINCT a.event_id, h.value ->> 'handler'
+    FROM acted a
+    CROSS JOIN outbox_host o
+    CROSS JOIN LATERAL jsonb_array_elements(o.handlers) h
+    WHERE h.value ->> 'handler' <> $9 AND (h.value -> 'event_types') ? a.event_type
+    ON CONFLICT DO NOTHING
+)SQL" + detail::operation_records("outbox_manual_retry", "manual_retry_id", "outbox.replay", ", 'handler', $9::text") +
+                                            R"SQL(
+SELECT (SELECT count(*) FROM acted), (SELECT string_agg(DISTINCT event_type, ',') FROM acted)
+)SQL";
+
+/// Replayed events of the handler $1 not finished yet: a replay job's next batch waits while
+/// they are a batch or more ($2).
+inline constexpr const char* kReplaysInFlight = R"SQL(
+SELECT count(*) >= $2 FROM (
+    SELECT 1 FROM event_publication
+    WHERE replay_handler = $1 AND status IN ('PENDING', 'RETRY_WAIT', 'PROCESSING')
+    LIMIT $2
+) r
 )SQL";
 
 namespace detail {

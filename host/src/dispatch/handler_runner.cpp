@@ -104,7 +104,8 @@ HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedE
     HandlerRun run;
     HostDb db(pool, deadline, flight, hard_stop, group);
     HostContext ctx(db, flight.lost, hard_stop, deadline, entry.settings.config_json, claimed.event.id,
-                    claimed.event.type, entry.name, claimed.event.attempt, trace);
+                    claimed.event.type, entry.name, claimed.event.attempt, trace,
+                    claimed.replay_handler == entry.name);
     flight.call_started(deadline + abandon_grace);
 
     std::optional<sdk::Disposition> thrown;

@@ -99,10 +99,11 @@ class HostContext final : public sdk::Context {
 public:
     HostContext(HostDb& db, const std::atomic<bool>& lease_lost, const std::atomic<bool>& hard_stop,
                 std::chrono::steady_clock::time_point deadline, const std::string& config_json, std::string event_id,
-                std::string event_type, std::string handler, int attempt, const sdk::TraceContext& trace)
+                std::string event_type, std::string handler, int attempt, const sdk::TraceContext& trace,
+                bool replay)
         : db_(db), lease_lost_(lease_lost), hard_stop_(hard_stop), deadline_(deadline), config_json_(config_json),
           event_id_(std::move(event_id)), event_type_(std::move(event_type)), handler_(std::move(handler)),
-          attempt_(attempt), trace_(trace) {}
+          attempt_(attempt), trace_(trace), replay_(replay) {}
 
     sdk::Db& db() override { return db_; }
     [[nodiscard]] bool cancelled() const override {
@@ -112,6 +113,7 @@ public:
     [[nodiscard]] const std::string& config_json() const override { return config_json_; }
     void log(sdk::LogLevel level, std::string_view message) override;
     [[nodiscard]] const sdk::TraceContext& trace() const override { return trace_; }
+    [[nodiscard]] bool replay() const override { return replay_; }
 
 private:
     HostDb& db_;
@@ -124,6 +126,7 @@ private:
     std::string handler_;
     int attempt_;
     const sdk::TraceContext& trace_;  // the call's (telemetry::CallTrace), which outlives it
+    bool replay_;
 };
 
 }  // namespace outbox::dispatch

@@ -52,11 +52,14 @@ namespace {
 
 using detail::result_label;
 
-// The event's handlers that have not consumed it in an earlier attempt, in order.
+// The event's handlers that have not consumed it in an earlier attempt, in order. A replay
+// runs its one handler only (the job also marked the others consumed, for older hosts).
 std::vector<const routing::HandlerEntry*> pending_handlers(const Work& work) {
     const auto& consumed = work.claimed.consumed_by;
+    const std::string& replay = work.claimed.replay_handler;
     std::vector<const routing::HandlerEntry*> pending;
     for (const routing::HandlerEntry* entry : work.handlers->for_type(work.claimed.event.type)) {
+        if (!replay.empty() && entry->name != replay) continue;
         if (std::find(consumed.begin(), consumed.end(), entry->name) == consumed.end()) pending.push_back(entry);
     }
     return pending;

@@ -77,6 +77,7 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
         item.consumed_by = split_names(row[8]);
         item.trace.traceparent = row[9].c_str();
         item.trace.tracestate = row[10].c_str();
+        item.replay_handler = row[11].c_str();
         claimed.push_back(std::move(item));
     }
     return claimed;

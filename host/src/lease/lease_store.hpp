@@ -20,6 +20,7 @@ struct ClaimedEvent {
     sdk::TraceContext trace;  // as published; empty when none
     std::string lease_token;
     std::vector<std::string> consumed_by;
+    std::string replay_handler;  // an operator's replay: only this handler runs; empty otherwise
 };
 
 /// One parking pass: due rows read, events parked.

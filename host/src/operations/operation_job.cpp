@@ -1,6 +1,7 @@
 #include "operations/operation_job.hpp"
 
 #include <regex>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -51,7 +52,7 @@ to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), error,
 // right now is skipped, never waited for.
 constexpr const char* kClaimSql = R"SQL(
 SELECT id::text, company_id, action, filter::text, actor, reason, channel, until_at::text,
-       (extract(epoch FROM cursor_occurred_at) * 1000000)::bigint, cursor_event_id::text
+       (extract(epoch FROM cursor_occurred_at) * 1000000)::bigint, cursor_event_id::text, handler
 FROM outbox_operation
 WHERE state = 'running' AND ($1::uuid IS NULL OR id = $1::uuid)
 ORDER BY updated_at
@@ -64,6 +65,25 @@ UPDATE outbox_operation
 SET done = done + $2, failed = failed + $3, updated_at = now(),
     cursor_occurred_at = timestamptz 'epoch' + $4::bigint * interval '1 microsecond', cursor_event_id = $5::uuid
 WHERE id = $1::uuid
+)SQL";
+
+// A replay batch that waits for the previous ones' events: the job goes to the back of
+// the runners' walk.
+constexpr const char* kDeferSql = "UPDATE outbox_operation SET updated_at = now() WHERE id = $1::uuid";
+
+// The event types a handler takes, as any registered host reports them.
+constexpr const char* kHandlerTypesSql = R"SQL(
+SELECT DISTINCT t FROM outbox_host o CROSS JOIN LATERAL jsonb_array_elements(o.handlers) h
+CROSS JOIN LATERAL jsonb_array_elements_text(h.value -> 'event_types') t
+WHERE h.value ->> 'handler' = $1 ORDER BY t
+)SQL";
+
+// Live hosts of a release that cannot run a replay (before V26): they would call the handler
+// without telling it the delivery is a replay.
+constexpr const char* kHostsBeforeReplaySql = R"SQL(
+SELECT string_agg(host_id || ' (' || version || ')', ', ' ORDER BY host_id) FROM outbox_host h
+WHERE stopped_at IS NULL AND last_heartbeat_at > now() - 3 * heartbeat_interval_ms * interval '1 millisecond'
+  AND coalesce((to_jsonb(h) ->> 'schema_needed')::integer, 0) < 26
 )SQL";
 
 constexpr const char* kFinishSql = R"SQL(
@@ -160,12 +180,28 @@ OperationFilter filter_from_json(const json& j) {
     return f;
 }
 
+// The event types a job takes ($3 of the filter): the filter's type, or none (every type);
+// a replay takes only the types its handler takes, narrowed by the filter's type.
+std::optional<std::string> job_types(pqxx::work& tx, const OperationFilter& f,
+                                     const std::optional<std::string>& replay_handler) {
+    if (!replay_handler) {
+        if (!f.event_type) return std::nullopt;
+        return db::pg_array(std::vector<std::string>{*f.event_type});
+    }
+    std::vector<std::string> types;
+    for (const auto& row : tx.exec_params(kHandlerTypesSql, *replay_handler)) {
+        const auto type = row[0].as<std::string>();
+        if (!f.event_type || *f.event_type == type) types.push_back(type);
+    }
+    return db::pg_array(types);
+}
+
 // The filter's parameters $1..$10 of db::event_sql::operation_filter, then `extra`.
 template <class... Extra>
 pqxx::result exec_filtered(pqxx::work& tx, const std::string& sql, const std::optional<std::string>& company,
-                           const std::string& action, const OperationFilter& f,
+                           const std::string& action, const OperationFilter& f, const std::optional<std::string>& types,
                            const std::optional<std::string>& until, Extra&&... extra) {
-    return tx.exec_params(sql, company, db::pg_array(operation_statuses(action, f.status)), f.event_type,
+    return tx.exec_params(sql, company, db::pg_array(operation_statuses(action, f.status)), types,
                           f.last_error_code, f.no_error_code, f.occurred_after, f.occurred_before, f.aggregate_key,
                           f.handler, until, std::forward<Extra>(extra)...);
 }
@@ -175,23 +211,43 @@ void set_limits(pqxx::work& tx) {
     tx.exec("SET LOCAL statement_timeout = '30s'");
 }
 
-OperationPreview preview(pqxx::work& tx, const OperationRequest& request) {
+OperationPreview preview(pqxx::work& tx, const OperationRequest& request, const std::optional<std::string>& types) {
     OperationPreview answer;
     answer.count = exec_filtered(tx, db::event_sql::kOperationCount, request.company_id, request.action,
-                                 request.filter, std::nullopt)[0][0]
+                                 request.filter, types, std::nullopt)[0][0]
                        .as<long long>();
     for (const auto& row : exec_filtered(tx, db::event_sql::kOperationSample, request.company_id, request.action,
-                                         request.filter, std::nullopt, kOperationSample)) {
+                                         request.filter, types, std::nullopt, kOperationSample)) {
         answer.sample_event_ids.push_back(row[0].as<std::string>());
     }
     return answer;
+}
+
+// A replay needs a handler some registered host runs, and no live host of a release that
+// would call it without saying the delivery is a replay.
+std::optional<RetryRejected> check_replay(pqxx::work& tx, const std::string& handler) {
+    if (tx.exec_params(kHandlerTypesSql, handler).empty()) {
+        return unprocessable("UNKNOWN_HANDLER", "no registered host runs handler '" + handler +
+                                                    "'; start a host with its plugin first (outboxd status lists them)");
+    }
+    const pqxx::row old = tx.exec1(kHostsBeforeReplaySql);
+    if (!old[0].is_null()) {
+        return unprocessable("HOSTS_TOO_OLD", "replay needs every live host at outboxd 0.3.0 or later; upgrade "
+                                              "or stop these first: " + old[0].as<std::string>());
+    }
+    return std::nullopt;
 }
 
 OperationStartResult attempt_start(pqxx::connection& conn, const OperationRequest& request) {
     pqxx::work tx(conn);
     set_limits(tx);
     if (auto rejected = check_times(tx, request.filter)) return *rejected;
-    if (request.dry_run) return preview(tx, request);
+    const bool replay = request.action == "replay";
+    const std::optional<std::string> types = job_types(tx, request.filter, replay ? request.handler : std::nullopt);
+    if (replay) {
+        if (auto rejected = check_replay(tx, *request.handler)) return *rejected;
+    }
+    if (request.dry_run) return preview(tx, request, types);
 
     const std::string company = request.company_id.value_or("");
     const pqxx::row hashes = tx.exec_params1(kHashSql, request.idempotency_key, canonical_operation_request(request));
@@ -207,15 +263,16 @@ OperationStartResult attempt_start(pqxx::connection& conn, const OperationReques
     // The job takes the events that occurred up to now: it ends under a steady stream of new ones.
     const std::string until = tx.exec1("SELECT now()::text")[0].as<std::string>();
     const long long total = exec_filtered(tx, db::event_sql::kOperationCount, request.company_id, request.action,
-                                          request.filter, until)[0][0]
+                                          request.filter, types, until)[0][0]
                                 .as<long long>();
     const json filter = filter_json(request.filter);
     const std::string id = tx.exec_params1(kInsertSql, request.company_id, request.action, filter.dump(),
                                            request.handler, request.actor, request.reason, request.channel, key_hash,
                                            request_hash, total, until)[0]
                                .as<std::string>();
-    const json detail{{"operation_id", id}, {"action", request.action}, {"filter", filter},
-                      {"total", total},     {"channel", request.channel}};
+    json detail{{"operation_id", id}, {"action", request.action}, {"filter", filter},
+                {"total", total},     {"channel", request.channel}};
+    if (request.handler) detail["handler"] = *request.handler;
     tx.exec_params0(kOperationAuditSql, request.actor, "outbox.operation_start", request.company_id, id, detail.dump());
     tx.commit();
     return OperationStarted{id, false};
@@ -259,9 +316,12 @@ BatchEvents read_batch(pqxx::work& tx, const pqxx::row& job, const OperationFilt
         job[8].is_null() ? std::nullopt : std::optional<std::string>(job[8].as<std::string>());
     const std::optional<std::string> cursor_id =
         job[9].is_null() ? std::nullopt : std::optional<std::string>(job[9].as<std::string>());
+    const std::optional<std::string> handler =
+        job[10].is_null() ? std::nullopt : std::optional<std::string>(job[10].as<std::string>());
+    const std::optional<std::string> types = job_types(tx, filter, handler);
     BatchEvents events;
     for (const auto& row : exec_filtered(tx, db::event_sql::kOperationBatch, company, job[2].as<std::string>(), filter,
-                                         job[7].as<std::string>(), cursor, cursor_id, batch_size)) {
+                                         types, job[7].as<std::string>(), cursor, cursor_id, batch_size)) {
         ++events.read;
         events.last_id = row[0].as<std::string>();
         events.last_micros = row[1].as<long long>();
@@ -278,13 +338,18 @@ BatchEvents read_batch(pqxx::work& tx, const pqxx::row& job, const OperationFilt
 long long act(pqxx::work& tx, const pqxx::row& job, const BatchEvents& events) {
     if (events.ids.empty()) return 0;
     const std::string action = job[2].as<std::string>();
-    const std::string& sql = action == "redrive"   ? db::event_sql::kOperationRedrive
-                             : action == "discard" ? db::event_sql::kOperationDiscard
-                                                   : db::event_sql::kOperationCancel;
-    const pqxx::row result = tx.exec_params1(sql, db::pg_array(events.ids), db::pg_array(events.attempts),
-                                             db::pg_array(events.statuses), db::pg_array(events.versions),
-                                             job[4].as<std::string>(), job[5].as<std::string>(),
-                                             job[0].as<std::string>(), job[6].as<std::string>());
+    const auto params = [&](auto&&... extra) {
+        return std::make_tuple(db::pg_array(events.ids), db::pg_array(events.attempts), db::pg_array(events.statuses),
+                               db::pg_array(events.versions), job[4].as<std::string>(), job[5].as<std::string>(),
+                               job[0].as<std::string>(), job[6].as<std::string>(), extra...);
+    };
+    const auto run = [&](const std::string& sql, auto&& args) {
+        return std::apply([&](auto&&... a) { return tx.exec_params1(sql, a...); }, args);
+    };
+    const pqxx::row result = action == "replay"    ? run(db::event_sql::kOperationReplay, params(job[10].as<std::string>()))
+                             : action == "redrive" ? run(db::event_sql::kOperationRedrive, params())
+                             : action == "discard" ? run(db::event_sql::kOperationDiscard, params())
+                                                   : run(db::event_sql::kOperationCancel, params());
     // Delivered on commit: hosts handling these types claim the events at once.
     const std::string types = result[1].is_null() ? std::string() : result[1].as<std::string>();
     std::size_t start = 0;
@@ -304,6 +369,7 @@ std::vector<std::string> operation_statuses(const std::string& action, const std
     if (action == "redrive") allowed = {"REVIEW_REQUIRED"};
     if (action == "discard") allowed = {"REVIEW_REQUIRED", "PENDING", "RETRY_WAIT"};
     if (action == "cancel") allowed = {"PENDING", "RETRY_WAIT"};
+    if (action == "replay") allowed = {"COMPLETED", "DISCARDED"};
     if (!status) return allowed;
     for (const auto& s : allowed) {
         if (s == *status) return {s};
@@ -312,13 +378,20 @@ std::vector<std::string> operation_statuses(const std::string& action, const std
 }
 
 std::optional<RetryRejected> validate_operation_request(const OperationRequest& request) {
+    if (request.action != "redrive" && request.action != "discard" && request.action != "cancel" &&
+        request.action != "replay") {
+        return unprocessable("INVALID_ACTION", "action must be redrive, discard, cancel or replay");
+    }
     if (request.action == "replay") {
-        return unprocessable("ACTION_NOT_SUPPORTED", "replay is not available in this release");
-    }
-    if (request.action != "redrive" && request.action != "discard" && request.action != "cancel") {
-        return unprocessable("INVALID_ACTION", "action must be redrive, discard or cancel");
-    }
-    if (request.handler) {
+        if (!request.handler || !core::is_handler_name(*request.handler)) {
+            return unprocessable("INVALID_HANDLER", "replay needs handler: the one handler to run again, 1 to 100 of "
+                                                    "a-z 0-9 . _ - starting with a letter or digit");
+        }
+        if (request.filter.handler) {
+            return unprocessable("INVALID_FILTER", "filter.handler selects events still waiting for a handler and "
+                                                   "does not apply to a replay; name the handler to run in handler");
+        }
+    } else if (request.handler) {
         return unprocessable("INVALID_BODY", "handler is for replay only; to select events by handler use filter.handler");
     }
     if (!request.dry_run) {
@@ -388,6 +461,16 @@ static OperationBatch work_batch(pqxx::connection& conn, int batch_size, const s
     const pqxx::row job = claimed[0];
     OperationBatch batch{true, job[0].as<std::string>()};
     claimed_id = batch.operation_id;
+    // A replay goes at the pace its handler finishes: no batch while a batch's worth of
+    // replayed events still waits, so new work never queues behind a whole replay.
+    if (job[2].as<std::string>() == "replay" &&
+        tx.exec_params1(db::event_sql::kReplaysInFlight, job[10].as<std::string>(), batch_size)[0].as<bool>()) {
+        tx.exec_params0(kDeferSql, batch.operation_id);
+        tx.commit();
+        batch.worked = false;
+        batch.deferred = true;
+        return batch;
+    }
     const OperationFilter filter = filter_from_json(json::parse(job[3].as<std::string>()));
     const BatchEvents events = read_batch(tx, job, filter, batch_size);
     batch.read = events.read;

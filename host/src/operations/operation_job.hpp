@@ -30,7 +30,9 @@ struct OperationFilter {
 
 /// An operator's request to act on every event a filter matches: "redrive" (REVIEW_REQUIRED
 /// events, as a one-event retry), "discard" (REVIEW_REQUIRED, PENDING or RETRY_WAIT, as a
-/// one-event discard) or "cancel" (PENDING or RETRY_WAIT, as a one-event cancel).
+/// one-event discard), "cancel" (PENDING or RETRY_WAIT, as a one-event cancel) or "replay"
+/// (COMPLETED or DISCARDED events of a type `handler` takes, run again by that handler alone,
+/// which Context::replay() tells; paced by how fast the handler finishes them).
 struct OperationRequest {
     std::string action;
     OperationFilter filter;
@@ -112,6 +114,7 @@ struct OperationBatch {
     long long acted = 0;
     bool finished = false;  // the job is over: nothing matches after the cursor, or it failed
     bool job_failed = false;  // a statement of the batch failed on its own: the job is "failed"
+    bool deferred = false;    // a replay waiting for its earlier batches' events to finish
 };
 
 /// One batch of a running job (the one with `operation_id`, or the least recently worked

@@ -6,6 +6,10 @@
 
 namespace outbox::operations {
 
+namespace {
+constexpr std::chrono::milliseconds kReplayPause{200};
+}  // namespace
+
 OperationRunner::OperationRunner(std::string url, db::OutageLog& outage, std::chrono::milliseconds interval,
                                  int batch_size)
     : url_(std::move(url)), outage_(outage), interval_(interval), batch_size_(batch_size) {}
@@ -23,7 +27,8 @@ void OperationRunner::run(std::stop_token stop) {
         } else if (batch.finished) {
             log::info("operator job " + batch.operation_id + " done");
         }
-        if (!batch.worked && !db::sleep_for(interval_, stop)) return;
+        // A replay waiting for its handler looks again soon; an idle runner at its interval.
+        if (!batch.worked && !db::sleep_for(batch.deferred ? kReplayPause : interval_, stop)) return;
     }
 }
 

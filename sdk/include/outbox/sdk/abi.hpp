@@ -24,15 +24,15 @@
 //   - A plugin built against a NEWER minor is refused: it may call a Context function this
 //     host does not have.
 // History: 1.0 first manifest (96 bytes); 1.1 adds handler_name (OUTBOX_PLUGIN(Class, "name"));
-// 1.2 adds Context::trace().
+// 1.2 adds Context::trace(); 1.3 adds Context::replay().
 
 #include <cstddef>
 #include <cstdint>
 
 #define OUTBOX_ABI_KIND "outboxd-cpp-handler"
 #define OUTBOX_ABI_MAJOR 1
-#define OUTBOX_ABI_MINOR 2
-#define OUTBOX_SDK_VERSION "1.2.0"
+#define OUTBOX_ABI_MINOR 3
+#define OUTBOX_SDK_VERSION "1.3.0"
 #define OUTBOX_MANIFEST_MAGIC 0x4F425850u /* "OBXP" */
 
 #define OUTBOX_STRINGIFY_IMPL(x) #x

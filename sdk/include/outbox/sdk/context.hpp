@@ -81,6 +81,14 @@ public:
     /// enforces. Thread-safe.
     [[nodiscard]] virtual const TraceContext& trace() const = 0;
 
+    /// Since SDK 1.3: true when this delivery is an operator's replay of an event this
+    /// handler may have handled before (an operator job with action "replay" re-runs a
+    /// COMPLETED or DISCARDED event for this handler alone, e.g. after a fix or to backfill
+    /// a handler added later). A handler whose effects are not idempotent can decide here
+    /// what to redo. A plugin that calls it needs a host of ABI 1.3 or later, which the
+    /// manifest check enforces; the default (false) keeps fakes of earlier SDKs compiling.
+    [[nodiscard]] virtual bool replay() const { return false; }
+
     /// Time left until deadline(), never negative.
     [[nodiscard]] std::chrono::milliseconds remaining() const {
         const auto left = deadline() - std::chrono::steady_clock::now();

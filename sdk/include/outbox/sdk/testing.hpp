@@ -66,6 +66,7 @@ public:
         logs_.push_back(LogLine{level, std::string(message)});
     }
     [[nodiscard]] const TraceContext& trace() const override { return trace_; }
+    [[nodiscard]] bool replay() const override { return replay_; }
 
     /// What the host does when it loses the event's lease or shuts down past its drain time.
     void cancel() noexcept { cancelled_.store(true); }
@@ -75,6 +76,8 @@ public:
     /// What trace() returns (empty by default: a publisher that gave no trace context).
     /// Call before handle(), not during it.
     void set_trace(TraceContext trace) { trace_ = std::move(trace); }
+    /// What replay() returns (false by default: a first delivery). Call before handle().
+    void set_replay(bool replay) noexcept { replay_ = replay; }
     /// A Db of the test's own (it must outlive this context); nullptr removes it.
     void use_db(Db* db) noexcept { db_ = db; }
 
@@ -98,6 +101,7 @@ private:
     std::atomic<std::chrono::steady_clock::duration::rep> deadline_ns_;
     Db* db_ = nullptr;
     TraceContext trace_;
+    bool replay_ = false;
     mutable std::mutex mutex_;
     std::vector<LogLine> logs_;
 };
