@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <memory>
@@ -24,14 +25,22 @@ TEST(ServiceGroup, StartsServicesInOrderAndStopsThemInReverse) {
         auto started = std::make_shared<std::promise<void>>();
         auto running = started->get_future();
         group.start(name, [&record, name, started](std::stop_token stop) {
+            std::atomic<bool> recorded{false};
             // Runs on the stopping thread, inside request_stop: the order of the requests.
-            const std::stop_callback on_stop(stop, [&record, name] { record("stop " + name); });
+            const std::stop_callback on_stop(stop, [&record, &recorded, name] {
+                record("stop " + name);
+                recorded = true;
+                recorded.notify_all();
+            });
             record("start " + name);
             started->set_value();
             std::mutex wait_mutex;
             std::condition_variable_any cv;
             std::unique_lock lock(wait_mutex);
             cv.wait(lock, stop, [] { return false; });
+            // The request may wake this wait before it runs on_stop; destroying on_stop then
+            // would deregister it unrun. Leave only once it has run.
+            recorded.wait(false);
         });
         running.wait();
     }
