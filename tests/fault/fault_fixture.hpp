@@ -81,11 +81,12 @@ std::vector<std::unique_ptr<ChildProcess>> start_hosts(const Fleet& fleet, std::
 /// A random source for a kill schedule; its seed is printed so a failed run can be replayed.
 std::mt19937 kill_schedule();
 
-/// Waits (up to `lease_wait`) until host `victim` of `hosts` holds a lease, SIGKILLs it and
-/// asserts (gtest) that the others live on; raises `max_stuck` to the stuck PROCESSING rows
-/// seen then (stuck_processing, 5 s slack), and starts the victim again under its name.
+/// Waits (up to `lease_wait`) until a host of `hosts` holds a lease, SIGKILLs it (`preferred`
+/// if it holds one, else the next holder after it) and asserts (gtest) that the others live
+/// on; raises `max_stuck` to the stuck PROCESSING rows seen then (stuck_processing, 5 s
+/// slack), and starts the victim again under its name.
 void kill_holding_host_and_restart(const Fleet& fleet, std::vector<std::unique_ptr<ChildProcess>>& hosts,
-                                   std::size_t victim, const std::string& url, std::chrono::seconds lease_wait,
+                                   std::size_t preferred, const std::string& url, std::chrono::seconds lease_wait,
                                    long long& max_stuck);
 
 /// Stops `host` (started as `name`) with SIGTERM and expects a clean exit.
