@@ -359,5 +359,38 @@ TEST_F(AdminE2e, OperationsStartReplaysCompletedEventsForOneHandlerOnly) {
     EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("replay-host.log");
 }
 
+TEST_F(AdminE2e, AReplayWithNoHostRunningItsHandlerSaysItWaitsAndCanBeCancelled) {
+    const auto environment = env(free_port());
+    {
+        // A host registers the handler in the fleet, then stops.
+        ChildProcess host({OUTBOXD_BINARY, "run"}, environment, (dir_.path() / "register.log").string());
+        ASSERT_TRUE(wait_until([&] { return count("SELECT count(*) FROM outbox_host") == 1; }, 30s))
+            << log("register.log");
+        host.signal(SIGTERM);
+        ASSERT_EQ(host.wait(20s), std::optional<int>(0)) << log("register.log");
+    }
+    db_.exec("SELECT outbox_publish('acme', 'TestRequested', '{}'::jsonb) FROM generate_series(1, 600)");
+    db_.exec("UPDATE event_publication SET status = 'COMPLETED', completed_at = now(), version = 3");
+
+    const std::string reason = "handler fixed in release 1.4.2";
+    // Bounded here: the command waits for the handler, which nothing runs.
+    const auto waiting = run_command({OUTBOXD_BINARY, "operations", "start", "--action", "replay", "--handler",
+                                      "scripted", "--reason", reason, "--status", "COMPLETED", "--idempotency-key",
+                                      "cli-replay-wait"},
+                                     environment, 5s);
+    EXPECT_EQ(waiting.first, -1) << "still waiting when the test stopped it:\n" << waiting.second;
+    EXPECT_NE(waiting.second.find("500 of 600 done"), std::string::npos) << waiting.second;
+    const std::string said = "waiting for the handler to finish the replayed events";
+    const auto first = waiting.second.find(said);
+    EXPECT_NE(first, std::string::npos) << waiting.second;
+    EXPECT_EQ(waiting.second.find(said, first + 1), std::string::npos) << "said once:\n" << waiting.second;
+    const std::string id = db_.scalar("SELECT id FROM outbox_operation");
+    EXPECT_EQ(db_.scalar("SELECT state || ' ' || done FROM outbox_operation"), "running 500");
+
+    const auto cancelled = run_command({OUTBOXD_BINARY, "operations", "cancel", id}, environment, 30s);
+    EXPECT_EQ(cancelled.first, 0) << cancelled.second;
+    EXPECT_NE(cancelled.second.find("cancelled, 500 of 600 done"), std::string::npos) << cancelled.second;
+}
+
 }  // namespace
 }  // namespace outbox::test

@@ -51,6 +51,7 @@ operations::OperationRequest request_from(const OperationArgs& args) {
 
 // Works the job's batches here until it is over (hosts that run share them); prints progress.
 int work_until_over(pqxx::connection& conn, const std::string& id) {
+    bool said_waiting = false;
     for (;;) {
         const auto batch = operations::work_operation_batch(conn, operations::kOperationBatchSize, id);
         const auto status = operations::read_operation(conn, id, std::nullopt);
@@ -61,6 +62,16 @@ int work_until_over(pqxx::connection& conn, const std::string& id) {
         }
         if (batch.worked) {
             std::cout << "  " << status->done << " of " << status->total << " done, " << status->failed << " failed\n";
+            said_waiting = false;
+        } else if (batch.deferred) {
+            // A replay goes at its handler's pace; without a running host it does not move.
+            if (!said_waiting) {
+                std::cout << "  waiting for the handler to finish the replayed events so far (hosts run them; "
+                             "stopping this command leaves the job to the hosts)\n"
+                          << std::flush;
+                said_waiting = true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
         } else {
             // Another process holds the job's batch right now: wait for it briefly.
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
