@@ -124,6 +124,7 @@
     $('nav').hidden = false;
     for (const link of document.querySelectorAll('#nav [data-reader]')) link.hidden = !isReader();
     for (const link of document.querySelectorAll('#nav [data-platform]')) link.hidden = !isPlatform();
+    for (const link of document.querySelectorAll('#nav [data-admin]')) link.hidden = !isAdmin();
     $('signin').hidden = true;
     $('page').hidden = false;
     route();
@@ -175,6 +176,9 @@
     } else if (hash === '#/review') {
       name = 'review';
       renderReview();
+    } else if (hash === '#/replay') {
+      name = 'replay';
+      renderReplay();
     } else if (hash === '#/fleet') {
       name = 'fleet';
       renderFleet();
@@ -506,31 +510,41 @@
   }
 
   async function runRedriveJob(body, result, reloadGroups) {
+    const over = await runJob(body, result, {
+      running: 'Re-driving…',
+      done: (x) => 'Re-driven: ' + x.done + ' event(s) are PENDING again.',
+      stopped: (x) => x.done + ' event(s) were re-driven before it stopped.',
+    });
+    if (over) reloadGroups();
+  }
+
+  // Starts an operator job and reads its progress every 300 ms until it is over; `words`
+  // says what it does (running text, done and stopped answers). True once the job is over.
+  async function runJob(body, result, words) {
     result.replaceChildren(el('p', { class: 'muted', text: 'Starting…' }));
     const started = await api('POST', '/api/v1/admin/operations', body, { 'Idempotency-Key': newKey() });
-    if (failed(started)) return;
+    if (failed(started)) return false;
     if (!started.ok) {
       showAnswer(result, started, () => '');
-      return;
+      return false;
     }
     const path = '/api/v1/admin/operations/' + encodeURIComponent(started.data.operation_id);
-    const progress = el('p', { id: 'operation-progress', class: 'muted', 'aria-live': 'polite', text: 'Re-driving…' });
+    const progress = el('p', { id: 'operation-progress', class: 'muted', 'aria-live': 'polite', text: words.running });
     result.replaceChildren(progress);
     for (;;) {
       const job = await api('GET', path);
-      if (failed(job)) return;
+      if (failed(job)) return false;
       if (!job.ok) {
         showAnswer(result, job, () => '');
-        return;
+        return false;
       }
       const d = job.data;
-      progress.textContent = 'Re-driving… ' + d.done + ' of ' + d.total + ' done' + (d.failed ? ', ' + d.failed + ' failed' : '') + '.';
+      progress.textContent = words.running + ' ' + d.done + ' of ' + d.total + ' done' + (d.failed ? ', ' + d.failed + ' failed' : '') + '.';
       if (d.state !== 'running') {
         const ok = d.state === 'done';
-        showAnswer(result, ok ? { ok: true, data: d } : { ok: false, code: 'OPERATION_' + d.state.toUpperCase(), message: d.done + ' event(s) were re-driven before it stopped.' },
-          (x) => 'Re-driven: ' + x.done + ' event(s) are PENDING again.' + (x.failed ? ' ' + x.failed + ' changed meanwhile and were left as they are.' : ''));
-        reloadGroups();
-        return;
+        showAnswer(result, ok ? { ok: true, data: d } : { ok: false, code: 'OPERATION_' + d.state.toUpperCase(), message: words.stopped(d) },
+          (x) => words.done(x) + (x.failed ? ' ' + x.failed + ' changed meanwhile and were left as they are.' : ''));
+        return true;
       }
       await new Promise((resolve) => setTimeout(resolve, 300));
     }
@@ -607,6 +621,83 @@
         }), 'No manual action was taken on this event.'));
     }
     body.replaceChildren(...parts);
+  }
+
+  // --- Replay ----------------------------------------------------------------------------
+
+  // Finished events run again by one handler (an operator job with action "replay"): a dry
+  // run counts them first, the confirmation starts the job, and its progress is read until
+  // it is over. The hosts pace it by how fast the handler finishes the events.
+  function renderReplay() {
+    if (!isAdmin()) {
+      page('page-replay', 'Replay', el('p', { id: 'replay-not-admin', class: 'hint', text: 'Only an ADMIN of a company can replay events.' }));
+      return;
+    }
+    const field = (id, label, input, hint) => el('div', {}, el('label', { for: id, text: label }), input,
+      hint ? el('p', { class: 'hint', id: id + '-hint', text: hint }) : null);
+    const handler = el('input', { id: 'replay-handler', name: 'handler', type: 'text', spellcheck: 'false',
+      'aria-describedby': 'replay-handler-hint' });
+    const eventType = el('input', { id: 'replay-event-type', name: 'event_type', type: 'text', spellcheck: 'false' });
+    const status = el('select', { id: 'replay-status', name: 'status' },
+      el('option', { value: '', text: 'COMPLETED and DISCARDED' }),
+      el('option', { value: 'COMPLETED', text: 'COMPLETED' }), el('option', { value: 'DISCARDED', text: 'DISCARDED' }));
+    const after = el('input', { id: 'replay-after', name: 'occurred_after', type: 'datetime-local',
+      'aria-describedby': 'replay-after-hint' });
+    const reason = reasonField('replay');
+    const formError = el('p', { id: 'replay-error', class: 'error', role: 'alert', hidden: true });
+    const count = el('button', { type: 'button', id: 'replay-count', text: 'Count events' });
+    const confirmBox = el('div', { id: 'replay-confirm-box' });
+    const result = el('div', { id: 'replay-result', 'aria-live': 'polite' });
+    page('page-replay', 'Replay',
+      el('p', { class: 'hint', text: 'Run COMPLETED or DISCARDED events of company ' + state.me.company_id +
+        ' again for one handler only, after a fix or to backfill a handler added later. The handler is told it is a replay; ' +
+        'the other handlers of the events are not called.' }),
+      el('div', { id: 'replay-form' },
+        field('replay-handler', 'Handler (required)', handler, 'Its name as the fleet lists it, e.g. mission-log-forwarding.'),
+        field('replay-event-type', 'Event type (required)', eventType),
+        field('replay-status', 'Status', status),
+        field('replay-after', 'Occurred at or after (optional)', after, 'In your time zone.'),
+        reason.node),
+      count, formError, confirmBox, result);
+    const showError = (problem) => {
+      formError.textContent = problem || '';
+      formError.hidden = !problem;
+      return !problem;
+    };
+    for (const input of [handler, eventType, reason.input]) input.addEventListener('input', () => showError(null));
+    count.addEventListener('click', async () => {
+      confirmBox.replaceChildren();
+      const problem = !handler.value.trim() ? 'Name the handler to run again.'
+        : !eventType.value.trim() ? 'Name the event type.' : reason.check();
+      if (!showError(problem)) return;
+      const filter = { event_type: eventType.value.trim() };
+      if (status.value) filter.status = status.value;
+      if (after.value) filter.occurred_after = new Date(after.value).toISOString();
+      const body = { action: 'replay', handler: handler.value.trim(), filter: filter,
+        reason: reason.input.value.trim(), dry_run: true };
+      result.replaceChildren(el('p', { class: 'muted', text: 'Counting…' }));
+      const preview = await api('POST', '/api/v1/admin/operations', body);
+      if (failed(preview)) return;
+      if (!preview.ok) {
+        showAnswer(result, preview, () => '');
+        return;
+      }
+      result.replaceChildren();
+      const yes = el('button', { type: 'button', id: 'replay-confirm', text: 'Replay ' + preview.data.count + ' event(s)' });
+      const no = el('button', { type: 'button', class: 'secondary', id: 'replay-cancel', text: 'Cancel' });
+      no.addEventListener('click', () => confirmBox.replaceChildren());
+      yes.addEventListener('click', async () => {
+        confirmBox.replaceChildren();
+        await runJob(Object.assign({}, body, { dry_run: false }), result, {
+          running: 'Replaying…',
+          done: (x) => 'Replayed: ' + x.done + ' event(s) are PENDING for ' + body.handler + ' again.',
+          stopped: (x) => x.done + ' event(s) were replayed before it stopped.',
+        });
+      });
+      confirmBox.replaceChildren(el('div', { class: 'confirm', id: 'replay-preview', role: 'group' },
+        el('p', { 'data-field': 'count', text: preview.data.count + ' event(s) match now. Run them again for ' + body.handler + '?' }),
+        el('div', { class: 'row' }, yes, no)));
+    });
   }
 
   // --- Fleet -----------------------------------------------------------------------------

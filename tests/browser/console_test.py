@@ -7,9 +7,10 @@ and drives /console/ as an operator would, from a browser in another time zone t
 host's: a bad token, ADMIN (overview equal to the database, re-drive a review group and
 watch it complete, reasons refused by the page and by the API, discard an event, its
 history, a group without an error code re-driven alone, a group larger than one bulk
-request re-driven whole), a platform role (handler
+request re-driven whole, a replay of our completed events for the one handler, counted
+first), a platform role (handler
 mismatches highlighted, pause and resume a handler on the fleet page), VIEWER (no action
-buttons, a forged action refused by the API), another company's ADMIN (none of our
+buttons, no replay page, a forged action refused by the API), another company's ADMIN (none of our
 events) and a company without events (the empty states). Full-page screenshots go to
 --artifacts. Every process it starts is stopped by pid.
 """
@@ -593,6 +594,40 @@ def run(args, workdir):
                          "WHERE e.payload->>'batch' = 'big'")) == BIG_GROUP, 'one re-drive per event, none twice')
         wait_for('the large group to complete', lambda: big('COMPLETED') == BIG_GROUP, timeout=120)
         browser.screenshot('review-large-group')
+
+        # Replay: our COMPLETED TestRequested events run again for the one handler, counted first.
+        check(browser.find('#nav-replay').is_displayed(), 'an ADMIN has the replay page in the navigation')
+        browser.go(host.base + '/console/#/replay')
+        browser.wait_visible('#replay-handler', 'the replay form')
+        browser.find('#replay-count').click()
+        error = wait_for('the page asks for the handler', lambda: browser.visible('#replay-error'))
+        check('handler' in error.text, 'the page names what is missing: %r' % error.text)
+        browser.find('#replay-handler').send_keys('scripted')
+        browser.find('#replay-event-type').send_keys('TestRequested')
+        from selenium.webdriver.support.ui import Select
+        Select(browser.find('#replay-status')).select_by_value('COMPLETED')
+        browser.find('#replay-reason').send_keys('the scripted handler was fixed in release 1.4.2')
+        check(browser.visible('#replay-error') is None, 'the complaint goes once the form is filled in')
+        browser.screenshot('replay-form')
+        browser.screenshot('replay-form-390px', width=390)
+        replayable = int(db.sql("SELECT count(*) FROM event_publication WHERE company_id = '%s' "
+                                "AND event_type = 'TestRequested' AND status = 'COMPLETED'" % OURS))
+        check(replayable >= BIG_GROUP, 'our completed events to replay: %d' % replayable)
+        browser.find('#replay-count').click()
+        preview = wait_for('the replay dry run', lambda: browser.visible('#replay-preview [data-field="count"]'))
+        check(preview.text.startswith('%d event(s)' % replayable), 'the dry run counts them: %r' % preview.text)
+        replayed = lambda: int(db.sql("SELECT count(*) FROM event_publication WHERE replay_handler = 'scripted'"))
+        check(replayed() == 0, 'the dry run changes nothing')
+        browser.screenshot('replay-confirm-390px', width=390)
+        browser.find('#replay-confirm').click()
+        answer = wait_for('the replay answer', lambda: browser.visible('#replay-result [data-outcome="ok"]'), timeout=60)
+        check(answer.text.startswith('Replayed: %d event(s)' % replayable), 'the job is over: %r' % answer.text)
+        check(replayed() == replayable, 'every counted event is replayed for the handler')
+        check(int(db.sql("SELECT count(*) FROM audit_event WHERE action = 'outbox.replay'")) == replayable,
+              'one audit row per replayed event')
+        wait_for('the replayed events to complete',
+                 lambda: int(db.sql("SELECT count(*) FROM event_publication WHERE replay_handler = 'scripted' "
+                                    "AND status = 'COMPLETED'")) == replayable, timeout=120)
         sign_out(browser)
 
         # A platform role: pause and resume a handler on the fleet page.
@@ -752,8 +787,12 @@ def run(args, workdir):
 
 
 def review_group_without_actions(browser, host, who):
-    """Opens our TestRequested/HTTP_422 review group: its events are listed, and `who` gets no
-    control to re-drive, select or discard them."""
+    """`who` has no replay page, and opens our TestRequested/HTTP_422 review group: its events
+    are listed, and `who` gets no control to re-drive, select or discard them."""
+    check(not browser.find('#nav-replay').is_displayed(), '%s has no replay page in the navigation' % who)
+    browser.go(host.base + '/console/#/replay')
+    browser.wait_visible('#replay-not-admin', who + ' on the replay page')
+    check(not browser.find_all('#replay-handler'), '%s gets no replay form' % who)
     browser.go(host.base + '/console/#/review')
     wait_for(who + ' review groups', lambda: group_row(browser, 'TestRequested', 'HTTP_422'))
     group_row(browser, 'TestRequested', 'HTTP_422').find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
