@@ -204,17 +204,20 @@ TEST_F(CommitGroup, AnOverrunningCallIsLeftOutAndTheRestOfItsGroupCommitsWithout
 // after its first statement, and the rest go on in the next transaction.
 TEST_F(CommitGroup, AGroupCommitsAfterMaxWaitWithWhatItHas) {
     publish_warm_up();
-    std::vector<std::string> ids;
-    for (int i = 0; i < 4; ++i) ids.push_back(publish_one(R"({"db": true, "sleep_ms": 500})"));
+    for (int i = 0; i < 4; ++i) publish_one(R"({"db": true, "sleep_ms": 500})");
     TestHost host(one_worker(db_.url(), 5), {OUTBOX_FIXTURE_SCRIPTED}, {}, 30s, grouped(64, 200ms));
     host.start();
     ASSERT_TRUE(wait_until([&] { return all_in("COMPLETED", 5); }, 20s)) << statuses();
     host.stop();
-    // Each call sleeps 500 ms before its write. The first member's write opens the
-    // transaction and is checked a round trip later (well under max_wait, 200 ms); the
-    // second member's call passes max_wait, so the group commits after it: two events per
-    // transaction, where 64 would fit.
-    EXPECT_EQ(completing_transactions(), 2) << transactions_in_order();
+    // Each call sleeps 500 ms before its write. A member's write opens the transaction;
+    // the next member's call passes max_wait (200 ms), so the group commits after it: at
+    // most two events per transaction, where 64 would fit, and two in at least one. The
+    // warm-up counts too: on a loaded machine the second claim can land before the worker
+    // picks the warm-up up, and then the warm-up opens the same group as the others.
+    EXPECT_EQ(count("SELECT max(n) FROM (SELECT count(*) n FROM event_publication e JOIN scripted_effect x "
+                    "USING (event_id) WHERE e.status = 'COMPLETED' GROUP BY e.completed_at) g"),
+              2)
+        << transactions_in_order();
 }
 
 }  // namespace
