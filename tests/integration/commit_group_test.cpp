@@ -144,7 +144,7 @@ TEST_F(CommitGroup, ALostLeaseInTheGroupDoesNotCommitThatEventsEffect) {
     publish_warm_up();
     // The first event holds the group for a moment before its own write, giving the test
     // time to take over a later event.
-    const std::string first = publish_one(R"({"db": true, "sleep_ms": 1500, "ignore_cancel": true})");
+    const std::string first = publish_one(R"({"db": true, "sleep_ms": 5000, "ignore_cancel": true})");
     std::vector<std::string> rest;
     for (int i = 0; i < 4; ++i) rest.push_back(publish_one(R"({"db": true})"));
     auto options = one_worker(db_.url(), 6);
