@@ -575,9 +575,10 @@
   async function renderEvent(id) {
     const body = el('div', { id: 'event-body' }, el('p', { class: 'muted', text: 'Loading…' }));
     page('page-event', 'Event', el('p', { class: 'mono', id: 'event-id', text: id }), body);
-    const [event, history] = await Promise.all([
+    const [event, history, attempts] = await Promise.all([
       api('GET', '/api/v1/admin/outbox-events/' + id),
       api('GET', '/api/v1/admin/outbox-events/' + id + '/history'),
+      api('GET', '/api/v1/admin/outbox-events/' + id + '/attempts'),
     ]);
     if (state.route !== 'event' || !document.contains(body)) return;
     if (!event.ok) {
@@ -619,6 +620,18 @@
           return el('tr', { 'data-action': a.action }, el('td', { text: a.action }), el('td', { text: a.actor }),
             el('td', { text: a.reason }), el('td', {}, timeEl(a.at)), el('td', { class: 'mono', text: details || '—' }));
         }), 'No manual action was taken on this event.'));
+    }
+    // Every handler call of every attempt (outbox_attempt), oldest first.
+    parts.push(el('h2', { text: 'Attempts' }));
+    if (!attempts.ok) {
+      parts.push(errorBox('attempts-error', attempts.message));
+    } else {
+      parts.push(table('attempts', ['Attempt', 'Handler', 'Outcome', 'Error code', 'Started', 'Ended', 'Retry after'],
+        (attempts.data.attempts || []).map((a) => el('tr', { 'data-attempt': String(a.attempt), 'data-outcome': a.outcome },
+          el('td', { text: String(a.attempt) }), el('td', { text: a.handler || '—' }), el('td', { text: a.outcome }),
+          el('td', { class: 'mono', text: a.error_code || '—' }), el('td', {}, timeEl(a.started_at)),
+          el('td', {}, timeEl(a.ended_at)), el('td', {}, timeEl(a.retry_after)))),
+        'No attempt on record (not run yet, older than the retention, or attempt history is off).'));
     }
     body.replaceChildren(...parts);
   }

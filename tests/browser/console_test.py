@@ -532,6 +532,13 @@ def run(args, workdir):
         browser.screenshot('event-390px', width=390)
         browser.go(host.base + '/console/#/event/' + redrive[0])
         wait_for('the consuming handler', lambda: browser.visible('#consumed-by tr[data-handler="scripted"]'))
+        # Every call of its attempts, as outbox_attempt holds them: the run after the re-drive.
+        wait_for('the attempts', lambda: browser.visible('#attempts tr[data-outcome="succeeded"]'))
+        recorded = int(db.sql("SELECT count(*) FROM outbox_attempt WHERE event_id = '%s'" % redrive[0]))
+        shown = len(browser.find_all('#attempts tr[data-attempt]'))
+        check(recorded >= 1 and shown == recorded, 'the event page shows its %d attempt rows: %d' % (recorded, shown))
+        browser.screenshot('event-attempts')
+        browser.screenshot('event-attempts-390px', width=390)
         # Ordering: an event waits behind an earlier one of its aggregate that needs review.
         first = db.sql("SELECT outbox_publish('%s', 'TestBatch', '{\"mode\": \"review\"}'::jsonb, 'order-7')" % OURS)
         second = db.sql("SELECT outbox_publish('%s', 'TestBatch', '{}'::jsonb, 'order-7')" % OURS)

@@ -359,6 +359,43 @@ TEST_F(AdminE2e, OperationsStartReplaysCompletedEventsForOneHandlerOnly) {
     EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("replay-host.log");
 }
 
+// `outboxd events show ID`: the event's status and every call of its attempts, with the
+// host that ran it (the CLI is the platform's view), as text or JSON; an unknown or malformed
+// id exits 1.
+TEST_F(AdminE2e, EventsShowPrintsEveryAttemptOfAnEvent) {
+    const std::string id = db_.scalar(R"(SELECT outbox_publish('acme', 'TestRequested', '{"fail_times": 1}'::jsonb))");
+    auto environment = env(free_port());
+    environment["OUTBOX_HOST_ID"] = "show-host";
+    environment["OUTBOX_INITIAL_BACKOFF"] = "10ms";
+    ChildProcess host({OUTBOXD_BINARY, "run"}, environment, (dir_.path() / "show-host.log").string());
+    ASSERT_TRUE(wait_until([&] {
+        return db_.scalar("SELECT status FROM event_publication WHERE event_id = '" + id + "'") == "COMPLETED";
+    }, 30s)) << log("show-host.log");
+    host.signal(SIGTERM);
+    EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("show-host.log");
+
+    const auto text = run_command({OUTBOXD_BINARY, "events", "show", id}, environment, 30s);
+    ASSERT_EQ(text.first, 0) << text.second;
+    for (const char* expected : {"COMPLETED, 2 attempt(s)", "SCRIPTED_FLAKY", "retry", "succeeded", "show-host"}) {
+        EXPECT_NE(text.second.find(expected), std::string::npos) << expected << " in " << text.second;
+    }
+    const auto as_json = run_command({OUTBOXD_BINARY, "events", "show", id, "--format", "json"}, environment, 30s);
+    ASSERT_EQ(as_json.first, 0) << as_json.second;
+    const auto answer = nlohmann::json::parse(as_json.second.substr(as_json.second.find('{')));
+    EXPECT_EQ(answer["status"], "COMPLETED");
+    ASSERT_EQ(answer["attempts"].size(), 2u) << as_json.second;
+    EXPECT_EQ(answer["attempts"][0]["outcome"], "retry");
+    EXPECT_EQ(answer["attempts"][0]["host"], "show-host");
+    EXPECT_EQ(answer["attempts"][1]["attempt"], 2);
+    EXPECT_EQ(answer.dump().find("fail_times"), std::string::npos) << "never the payload";
+
+    const auto unknown = run_command({OUTBOXD_BINARY, "events", "show", "0b6f4d1e-8a53-4c1a-9a57-3c8f1a2b7e10"},
+                                     environment, 30s);
+    EXPECT_EQ(unknown.first, 1);
+    EXPECT_NE(unknown.second.find("EVENT_NOT_FOUND"), std::string::npos) << unknown.second;
+    EXPECT_EQ(run_command({OUTBOXD_BINARY, "events", "show", "not-an-id"}, environment, 30s).first, 1);
+}
+
 TEST_F(AdminE2e, AReplayWithNoHostRunningItsHandlerSaysItWaitsAndCanBeCancelled) {
     const auto environment = env(free_port());
     {
@@ -373,17 +410,26 @@ TEST_F(AdminE2e, AReplayWithNoHostRunningItsHandlerSaysItWaitsAndCanBeCancelled)
     db_.exec("UPDATE event_publication SET status = 'COMPLETED', completed_at = now(), version = 3");
 
     const std::string reason = "handler fixed in release 1.4.2";
-    // Bounded here: the command waits for the handler, which nothing runs.
-    const auto waiting = run_command({OUTBOXD_BINARY, "operations", "start", "--action", "replay", "--handler",
-                                      "scripted", "--reason", reason, "--status", "COMPLETED", "--idempotency-key",
-                                      "cli-replay-wait"},
-                                     environment, 5s);
-    EXPECT_EQ(waiting.first, -1) << "still waiting when the test stopped it:\n" << waiting.second;
-    EXPECT_NE(waiting.second.find("500 of 600 done"), std::string::npos) << waiting.second;
+    // The command waits for the handler, which nothing runs: the test stops it once it
+    // said so (and a little later, to see it is said only once).
     const std::string said = "waiting for the handler to finish the replayed events";
-    const auto first = waiting.second.find(said);
-    EXPECT_NE(first, std::string::npos) << waiting.second;
-    EXPECT_EQ(waiting.second.find(said, first + 1), std::string::npos) << "said once:\n" << waiting.second;
+    std::string output;
+    {
+        ChildProcess waiting({OUTBOXD_BINARY, "operations", "start", "--action", "replay", "--handler", "scripted",
+                              "--reason", reason, "--status", "COMPLETED", "--idempotency-key", "cli-replay-wait"},
+                             environment, (dir_.path() / "replay-wait.log").string());
+        EXPECT_TRUE(wait_until([&] { return log("replay-wait.log").find(said) != std::string::npos; }, 30s))
+            << log("replay-wait.log");
+        std::this_thread::sleep_for(1s);
+        EXPECT_FALSE(waiting.wait(0ms).has_value()) << "still waiting when the test stopped it:\n" << log("replay-wait.log");
+        waiting.signal(SIGTERM);
+        waiting.wait(10s);
+        output = log("replay-wait.log");
+    }
+    EXPECT_NE(output.find("500 of 600 done"), std::string::npos) << output;
+    const auto first = output.find(said);
+    EXPECT_NE(first, std::string::npos) << output;
+    EXPECT_EQ(output.find(said, first + 1), std::string::npos) << "said once:\n" << output;
     const std::string id = db_.scalar("SELECT id FROM outbox_operation");
     EXPECT_EQ(db_.scalar("SELECT state || ' ' || done FROM outbox_operation"), "running 500");
 

@@ -101,6 +101,10 @@ TEST(DbRolesE2e, OwnerMigratesPublisherPublishesRuntimeRoleProcessesEverything) 
                        "WHERE p.attempt_count = 1"),
               0);
     EXPECT_EQ(db.count("SELECT count(*) FROM outbox_host WHERE stopped_at IS NOT NULL"), 1);
+    // Every call is on record, in a partition the host had the owner's function create.
+    EXPECT_EQ(db.count("SELECT count(*) FROM outbox_attempt WHERE outcome = 'succeeded'"), 300);
+    EXPECT_EQ(db.count("SELECT count(*) FROM outbox_attempt_default"), 0);
+    EXPECT_GE(db.count("SELECT count(*) FROM outbox_attempt_partition"), 1);
     // The runtime role stayed what it was granted: it owns nothing.
     EXPECT_EQ(db.count("SELECT count(*) FROM pg_class WHERE relowner = '" + roles.runtime + "'::regrole"), 0);
     EXPECT_EQ(read_file((dir.path() / "host.log").string()).find("database.url connects as"), std::string::npos)

@@ -59,7 +59,7 @@ TEST_F(LeasePlans, TheOutcomeBatchLooksItsEventsUpByKey) {
     const std::string finish =
         plan("EXECUTE outbox_finish('" + ids + "', '" + ids +
              "', array_fill('COMPLETED'::text, ARRAY[1000]), array_fill(0::bigint, ARRAY[1000]), "
-             "array_fill(NULL::text, ARRAY[1000]), '{}', '{}', '')");
+             "array_fill(NULL::text, ARRAY[1000]), '{}', '{}', '', '{}', '{}', '{}', '{}', '{}', '{}', 'h')");
     EXPECT_EQ(finish.find("Seq Scan on event_publication"), std::string::npos) << finish;
     EXPECT_NE(finish.find("Index Cond: (event_id = ANY"), std::string::npos) << finish;
 }

@@ -76,7 +76,7 @@ TEST_F(LeaseTime, ARetryIsDueItsDelayAfterTheStoresTimeAndAHeartbeatExtendsFromI
     retry.status = core::EventStatus::RetryWait;
     retry.next_attempt_at = std::chrono::system_clock::now() + 10min;
     retry.error_code = "REMOTE_DOWN";
-    ASSERT_EQ(store.finish({lease::Finish{first, retry, {}}}).size(), 1U);
+    ASSERT_EQ(store.finish({lease::Finish{first, retry, {}, {}}}).size(), 1U);
     // About ten minutes after the store's time (the delay is measured on the host's clock).
     EXPECT_EQ(field("SELECT (next_attempt_at BETWEEN '" + at + "'::timestamptz + interval '9 minutes' AND '" + at +
                     "'::timestamptz + interval '10 minutes') || ' ' || status FROM event_publication "

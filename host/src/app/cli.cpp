@@ -31,6 +31,7 @@ struct CommandLine {
     RetryArgs retry_args;
     OperationArgs operation_args;
     std::string operation_id;
+    std::string event_id;
     std::string handler_name;
     std::string registry_file;
     std::string list_format = "text";
@@ -48,6 +49,7 @@ struct CommandLine {
     CLI::App* op_start = nullptr;
     CLI::App* op_show = nullptr;
     CLI::App* op_cancel = nullptr;
+    CLI::App* events_show = nullptr;
 
     std::optional<bool> require_flag() const {
         return require_registered_types.empty() ? std::nullopt : std::optional<bool>(require_registered_types == "true");
@@ -137,6 +139,12 @@ void add_operator_commands(CLI::App& app, CommandLine& c) {
 
     add_operations_commands(app, c);
 
+    auto* events = app.add_subcommand("events", "look at one event");
+    events->require_subcommand(1);
+    c.events_show = events->add_subcommand("show", "an event's status and every attempt on record");
+    c.events_show->add_option("ID", c.event_id, "the event's id")->required();
+    c.events_show->add_option("--format", c.list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
     auto* handlers = app.add_subcommand("handlers", "pause or resume a handler on every host");
     handlers->require_subcommand(1);
     c.pause = handlers->add_subcommand("pause", "stop calling handler NAME on every host; its events wait");
@@ -167,6 +175,7 @@ int run_parsed(const CommandLine& c, const config::Config& config, const AdminFa
     if (*c.op_start) return operations_start_command(config, c.operation_args);
     if (*c.op_show) return operations_show_command(config, c.operation_id, c.list_format);
     if (*c.op_cancel) return operations_cancel_command(config, c.operation_id);
+    if (*c.events_show) return events_show_command(config, c.event_id, c.list_format);
     if (*c.pause) return handlers_command(config, true, c.handler_name);
     if (*c.resume) return handlers_command(config, false, c.handler_name);
     if (*c.apply) return event_types_apply_command(config, c.registry_file, c.require_flag());

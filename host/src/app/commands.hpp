@@ -80,6 +80,10 @@ int operations_start_command(const config::Config& config, const OperationArgs& 
 int operations_show_command(const config::Config& config, const std::string& id, const std::string& format);
 /// `outboxd operations cancel ID`: stops a running job after its batch in flight.
 int operations_cancel_command(const config::Config& config, const std::string& id);
+/// `outboxd events show ID [--format text|json]`: an event's status and its attempts
+/// (outbox_attempt), any company's. Exit 0 when shown, 1 when there is no such event or on
+/// database failure.
+int events_show_command(const config::Config& config, const std::string& id, const std::string& format);
 
 /// `outboxd handlers pause|resume NAME`: pauses or resumes a handler fleet-wide (actor
 /// "cli:<OS user>"). Exit 0 when done or already so, 1 on database failure, 2 on a bad name.

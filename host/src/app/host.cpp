@@ -253,7 +253,7 @@ void Host::start_services(const SettingsLookup& settings) {
             .run(token);
     });
     services_.start("retention", [this](std::stop_token token) {
-        lease::Retention(config_.outbox.retention)
+        lease::Retention(config_.outbox.retention, lease::Retention::kBatch, config_.outbox.history_partition)
             .run(config_.database.url, runtime_->outage(), std::chrono::minutes{1}, token);
     });
 }
@@ -273,6 +273,7 @@ bool Host::start(std::stop_token stop) {
 
     if (!check_database(stop)) return false;
     if (stop.stop_requested()) return false;
+    prepare_attempt_partitions();
 
     private_dir_ = std::make_unique<PrivateDir>();
     plugins_ = std::make_unique<plugin::PluginDirectory>(config_.plugins.dir, private_dir_->path(), handler_configs(config_));
@@ -305,6 +306,23 @@ bool Host::start(std::stop_token stop) {
         services_.start("status", [this](std::stop_token token) { report_status(token); });
     }
     return true;
+}
+
+// The attempt history's partition for now exists before this host's first outcome: one
+// created later, for a range other hosts already write into, would race their inserts
+// (routed to the default partition meanwhile). Retention creates the next ones well ahead.
+void Host::prepare_attempt_partitions() {
+    try {
+        auto conn = db::open_connection(config_.database.url);
+        lease::Retention(config_.outbox.retention, lease::Retention::kBatch, config_.outbox.history_partition)
+            .maintain_partitions(*conn, std::nullopt, true);
+    } catch (const std::exception&) {
+        const db::DbFailure failure = db::classify_db_error(std::current_exception());
+        log::warn("could not prepare the attempt history's partitions now (" + failure.describe() +
+                      "); the retention thread tries again every minute, and attempts go to the default partition "
+                      "meanwhile",
+                  {.code = "ATTEMPT_PARTITIONS"});
+    }
 }
 
 void Host::report_status(std::stop_token stop) {

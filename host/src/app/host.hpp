@@ -111,6 +111,7 @@ private:
     void start_services(const std::function<config::HandlerSettings(const std::string&)>& settings);
     /// Sends the STATUS= line every 10 s (and beats the watchdog when nothing claims).
     void report_status(std::stop_token stop);
+    void prepare_attempt_partitions();
 
     config::Config config_;
     Options options_;

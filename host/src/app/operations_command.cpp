@@ -61,7 +61,9 @@ int work_until_over(pqxx::connection& conn, const std::string& id) {
             return status->state == "done" ? 0 : 1;
         }
         if (batch.worked) {
-            std::cout << "  " << status->done << " of " << status->total << " done, " << status->failed << " failed\n";
+            // Flushed: progress is for someone watching, through a pipe or a log too.
+            std::cout << "  " << status->done << " of " << status->total << " done, " << status->failed << " failed\n"
+                      << std::flush;
             said_waiting = false;
         } else if (batch.deferred) {
             // A replay goes at its handler's pace; without a running host it does not move.

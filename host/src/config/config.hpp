@@ -94,6 +94,10 @@ struct Config {
         milliseconds abandon_grace{std::chrono::seconds{10}};
         std::optional<int> max_abandoned_threads;  // unset: = concurrency
         milliseconds retention{std::chrono::hours{24 * 7}};
+        /// The width of one outbox_attempt partition: retention drops whole partitions.
+        milliseconds history_partition{std::chrono::hours{24}};
+        /// Which handler calls outbox_attempt keeps: "all", "failures" or "off".
+        std::string attempt_history = "all";
         std::string host_id;  // empty: "<hostname>:<pid>"
         /// outbox_publish() refuses event types not in the registry. Applications do not read
         /// this file: `outboxd migrate` and `outboxd event-types apply` store it in the

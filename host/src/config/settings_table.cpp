@@ -86,7 +86,16 @@ const std::array kSettings{
             "stuck handler threads replaced before the host stops claiming and exits with code 3"},
     Setting{"outbox.retention", "OUTBOX_RETENTION",
             [](Config& c, const Value& v) { c.outbox.retention = to_duration(v, 1min, 24h * 3650); }, "7d",
-            "`COMPLETED` events older than this are deleted"},
+            "`COMPLETED` and `DISCARDED` events older than this are deleted, and attempt history of that age"},
+    Setting{"outbox.history_partition", "OUTBOX_HISTORY_PARTITION",
+            [](Config& c, const Value& v) { c.outbox.history_partition = to_duration(v, 1min, 24h * 366); }, "1d",
+            "the time range of one partition of the attempt history (`outbox_attempt`); retention drops whole "
+            "partitions, so history stays up to this much longer than `outbox.retention`"},
+    Setting{"outbox.attempt_history", "OUTBOX_ATTEMPT_HISTORY",
+            [](Config& c, const Value& v) { c.outbox.attempt_history = to_choice(v, {"all", "failures", "off"}); },
+            "all",
+            "which handler calls `outbox_attempt` records: `all`, `failures` (every call that did not succeed, and "
+            "lost hosts) or `off`"},
     Setting{"outbox.require_registered_types", "OUTBOX_REQUIRE_REGISTERED_TYPES",
             [](Config& c, const Value& v) { c.outbox.require_registered_types = to_bool(v); }, "false",
             "`true`: `outboxd migrate` and `outboxd event-types apply` switch on the database-wide check that makes "

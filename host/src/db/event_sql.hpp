@@ -154,7 +154,8 @@ WITH input AS (
         version = e.version + 1, updated_at = now()
     FROM input i
     WHERE e.event_id = ANY($1::uuid[]) AND e.event_id = i.event_id AND e.lease_token = i.lease_token
-    RETURNING e.event_id, i.lease_token, i.status, e.company_id, e.aggregate_key, e.aggregate_seq
+    RETURNING e.event_id, i.lease_token, i.status, e.company_id, e.aggregate_key, e.aggregate_seq, e.attempt_count,
+              e.next_attempt_at
 ), released AS (
     SELECT pg_catalog.pg_notify('outboxd_events', n.event_type)
     FROM done d
@@ -170,6 +171,16 @@ WITH input AS (
     SELECT c.event_id, c.handler_name FROM ROWS FROM (pg_catalog.unnest($6::uuid[]), pg_catalog.unnest($7::text[])) AS c(event_id, handler_name)
     WHERE c.event_id IN (SELECT event_id FROM done)
     ON CONFLICT DO NOTHING
+), recorded AS (
+    INSERT INTO outbox_attempt (event_id, company_id, attempt, handler, host, started_at, ended_at, outcome, error_code,
+                                retry_after)
+    SELECT a.event_id, d.company_id, d.attempt_count, a.handler, $15, pg_catalog.to_timestamp(a.started_us / 1e6),
+           pg_catalog.to_timestamp(a.ended_us / 1e6), a.outcome, a.error_code,
+           CASE WHEN d.status = 'RETRY_WAIT' AND a.outcome <> 'succeeded' THEN d.next_attempt_at END
+    FROM ROWS FROM (pg_catalog.unnest($9::uuid[]), pg_catalog.unnest($10::text[]), pg_catalog.unnest($11::bigint[]),
+                    pg_catalog.unnest($12::bigint[]), pg_catalog.unnest($13::text[]), pg_catalog.unnest($14::text[]))
+        AS a(event_id, handler, started_us, ended_us, outcome, error_code)
+    JOIN done d ON d.event_id = a.event_id
 )
 SELECT lease_token::text FROM done WHERE (SELECT count(*) FROM released) >= 0
 )SQL", 8);
@@ -246,20 +257,31 @@ WITH expired AS (
     WHERE p.status = 'PROCESSING' AND p.last_error_code = 'WORKER_LOST'
       AND p.lease_owner IN (SELECT lease_owner FROM expired)
 ), rescued AS (
-    SELECT e.event_id,
+    SELECT e.event_id, e.company_id, e.attempt_count, e.lease_owner, e.updated_at AS claimed_at,
            e.last_error_code IS DISTINCT FROM 'WORKER_LOST'
                AND e.lease_owner IN (SELECT lease_owner FROM blamed_owner) AS bystander
     FROM event_publication e
     WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired))
+), moved AS (
+    UPDATE event_publication e
+    SET status = CASE WHEN NOT r.bystander AND e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_WAIT' END,
+        attempt_count = CASE WHEN r.bystander THEN greatest(e.attempt_count - 1, 0) ELSE e.attempt_count END,
+        next_attempt_at = now(), last_error_code = 'WORKER_LOST',
+        lease_owner = NULL, lease_incarnation = NULL, lease_token = NULL, lease_expires_at = NULL,
+        version = e.version + 1, updated_at = now()
+    FROM rescued r
+    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.event_id
+    RETURNING e.event_id, e.status
+), recorded AS (
+    -- The lost attempt: from its claim (updated_at is not moved by lease extensions) to now.
+    INSERT INTO outbox_attempt (event_id, company_id, attempt, host, started_at, ended_at, outcome, error_code,
+                                retry_after)
+    SELECT r.event_id, r.company_id, r.attempt_count, coalesce(r.lease_owner, ''), least(r.claimed_at, now()), now(),
+           'worker_lost', 'WORKER_LOST', CASE WHEN m.status = 'RETRY_WAIT' THEN now() END
+    FROM moved m JOIN rescued r ON r.event_id = m.event_id
+    WHERE $4::boolean
 )
-UPDATE event_publication e
-SET status = CASE WHEN NOT r.bystander AND e.attempt_count >= $1 THEN 'REVIEW_REQUIRED' ELSE 'RETRY_WAIT' END,
-    attempt_count = CASE WHEN r.bystander THEN greatest(e.attempt_count - 1, 0) ELSE e.attempt_count END,
-    next_attempt_at = now(), last_error_code = 'WORKER_LOST',
-    lease_owner = NULL, lease_incarnation = NULL, lease_token = NULL, lease_expires_at = NULL,
-    version = e.version + 1, updated_at = now()
-FROM rescued r
-WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM expired)) AND e.event_id = r.event_id
+SELECT count(*)::integer FROM moved
 )SQL", 3);
 
 // Parking (review F8): PENDING events that have been due for at least $2 ms and are still

@@ -451,15 +451,18 @@ constexpr TableGrant kRuntimeTables[] = {
     {"outbox_discard", "SELECT, INSERT"},  // append-only discards
     {"outbox_aggregate", "SELECT"},        // positions are taken inside outbox_publish, as the owner
     {"outbox_operation", "SELECT, INSERT, UPDATE"},  // operator jobs: progress and state, never deleted
+    {"outbox_attempt", "SELECT, INSERT"},            // append-only; partitions leave by outbox_attempt_maintain()
+    {"outbox_attempt_partition", "SELECT"},          // written by outbox_attempt_maintain() as the owner
 };
 constexpr const char* kDefaultRuntimePrivileges = "SELECT, INSERT, UPDATE, DELETE";
 
-// The outbox's tables in the schema, qualified and quoted.
+// The outbox's tables in the schema, qualified and quoted. Partitions are left out: rows
+// reach them through their parent, whose grants are the ones checked.
 std::vector<std::pair<std::string, std::string>> outbox_tables(pqxx::transaction_base& tx, const std::string& schema) {
     std::vector<std::pair<std::string, std::string>> tables;
     for (const auto& row : tx.exec_params(
              "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relnamespace = $1::regnamespace "
-             "AND c.relkind IN ('r', 'p') AND (c.relname LIKE 'outbox\\_%' "
+             "AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND (c.relname LIKE 'outbox\\_%' "
              "OR c.relname IN ('event_publication', 'event_consumption', 'audit_event')) ORDER BY 1",
              schema)) {
         const std::string name = row[0].as<std::string>();

@@ -116,9 +116,10 @@ bool Worker::run_member(const std::shared_ptr<CommitGroup>& group, std::size_t i
     work.flight->attach_abandon_hook([worker = *this, group, index]() mutable { worker.close_group(*group, index); });
     telemetry::CallTrace trace = telemetry::start_call(work.claimed.trace, spans_ != nullptr);
     HandlerRun run = run_handler(entry, work.claimed, trace.context, *work.flight, pool_, hard_stop_, abandon_grace_,
-                                 &kNoEarlierHandlers, &group->tx);
+                                 &kNoEarlierHandlers, &group->tx, recording_);
     permit.reset();
     detail::record_call_span(spans_, trace, work.claimed.event, entry.name, run);
+    note_attempt(work, run);
     if (run.abandoned) {
         metrics_.handler_call(entry.name, "abandoned", run.duration);
         return false;
@@ -165,9 +166,18 @@ void Worker::commit_pending(CommitGroup& group, bool abandoned) {
             // Never replayed: the re-read tells whether this member's completion is in.
             run.outcome = reread_consumption(pool_, member.work.flight->lease, group.entry.name);
             run.completed = run.outcome.kind == Kind::Succeeded;
+            if (!run.completed) {
+                run.call.outcome = attempt_outcome(run);
+                run.call.error_code = run.outcome.error_code;
+                note_attempt(member.work, run);
+            }
         } else if (result.kind == CommitResult::Kind::Failed) {
             run.outcome = {Kind::Retry, result.code, std::nullopt};
             run.completed = false;
+            // Its fence's row went with the group's transaction: the call is recorded as failed.
+            run.call.outcome = "retry";
+            run.call.error_code = result.code;
+            note_attempt(member.work, run);
         }
         finish_member(group, member);
     }

@@ -31,8 +31,9 @@ bool refused_by_the_data(const db::DbFailure& failure) {
 }  // namespace
 
 Completer::Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics,
-                     db::Wakeup& wakeup)
-    : url_(std::move(url)), outage_(outage), in_flight_(in_flight), metrics_(metrics), wakeup_(wakeup) {}
+                     db::Wakeup& wakeup, std::string host)
+    : url_(std::move(url)), outage_(outage), in_flight_(in_flight), metrics_(metrics), wakeup_(wakeup),
+      host_(std::move(host)) {}
 
 void Completer::submit(lease::Finish finish) {
     {
@@ -121,7 +122,7 @@ bool Completer::isolate(std::vector<lease::Finish>& batch) {
 }
 
 void Completer::flush(std::vector<lease::Finish>& batch, lease::LeaseStore& store) {
-    const std::vector<std::string> applied = store.finish(batch);
+    const std::vector<std::string> applied = store.finish(batch, host_);
     const std::unordered_set<std::string> stored(applied.begin(), applied.end());
     std::uint64_t lost = 0;
     for (const auto& item : batch) {

@@ -25,8 +25,9 @@ public:
 
     /// `wakeup` is poked after every stored batch: the scheduler counts outcomes waiting
     /// here against its room to claim.
+    /// `host` is recorded as the host of the attempts' outbox_attempt rows.
     Completer(std::string url, db::OutageLog& outage, InFlightTable& in_flight, metrics::Metrics& metrics,
-              db::Wakeup& wakeup);
+              db::Wakeup& wakeup, std::string host = {});
 
     void submit(lease::Finish finish);
 
@@ -47,6 +48,7 @@ private:
     InFlightTable& in_flight_;
     metrics::Metrics& metrics_;
     db::Wakeup& wakeup_;
+    std::string host_;
     std::mutex mutex_;
     std::condition_variable_any changed_;
     std::vector<lease::Finish> pending_;

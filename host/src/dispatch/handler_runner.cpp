@@ -1,5 +1,7 @@
 #include "dispatch/handler_runner.hpp"
 
+#include <functional>
+
 #include <pqxx/pqxx>
 
 #include "db/db_error.hpp"
@@ -51,9 +53,10 @@ core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::L
 
 namespace {
 
+// `record`: the call's outbox_attempt row, written with the completion it records.
 core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InFlight& flight,
                                        const std::string& handler_name, const std::vector<std::string>* completes,
-                                       int attempt) {
+                                       int attempt, const std::function<std::string(pqxx::connection_base&)>& record) {
     const lease::LeaseRef& lease = flight.lease;
     std::vector<std::string> names;
     if (completes != nullptr) {
@@ -67,7 +70,9 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
     // event, so no consumption rows are written (rows record partial progress only).
     if (completes != nullptr && attempt == 1) names.clear();
     try {
-        db.commit_with(lease::fence_statement(*db.connection(), lease, names, completes != nullptr));
+        std::string sql = lease::fence_statement(*db.connection(), lease, names, completes != nullptr);
+        if (completes != nullptr && record) sql += "; " + record(*db.connection());
+        db.commit_with(sql);
         return core::HandlerOutcome{Kind::Succeeded, {}, std::nullopt};
     } catch (...) {
         const db::DbFailure failure = db::classify_db_error(std::current_exception());
@@ -98,10 +103,12 @@ core::HandlerOutcome commit_with_fence(HostDb& db, db::ConnectionPool& pool, InF
 HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed,
                        const sdk::TraceContext& trace, InFlight& flight, db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
                        std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes,
-                       GroupTx* group) {
+                       GroupTx* group, const lease::AttemptRecording* recording) {
     const auto started = std::chrono::steady_clock::now();
     const auto deadline = started + entry.settings.timeout;
     HandlerRun run;
+    run.call.handler = entry.name;
+    run.call.started = std::chrono::system_clock::now();
     HostDb db(pool, deadline, flight, hard_stop, group);
     HostContext ctx(db, flight.lost, hard_stop, deadline, entry.settings.config_json, claimed.event.id,
                     claimed.event.type, entry.name, claimed.event.attempt, trace,
@@ -116,6 +123,7 @@ HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedE
     } catch (...) {
         thrown = sdk::Disposition::retry("UNCLASSIFIED");
     }
+    run.call.ended = std::chrono::system_clock::now();
 
     if (!flight.call_returned()) {
         // The host gave up on this call and stored its outcome; a late result changes nothing.
@@ -132,7 +140,16 @@ HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedE
         db.rollback();
         run.outcome = failed(db.failure()->first ? Kind::Retry : Kind::Review, db.failure()->second);
     } else if (db.opened()) {
-        run.outcome = commit_with_fence(db, pool, flight, entry.name, completes, claimed.event.attempt);
+        // A completing fence writes the call's row itself: no outcome of the completer follows.
+        std::function<std::string(pqxx::connection_base&)> record;
+        if (recording != nullptr && lease::records(recording->mode, "succeeded")) {
+            record = [&](pqxx::connection_base& conn) {
+                lease::AttemptCall call = run.call;
+                call.outcome = "succeeded";
+                return lease::attempt_insert_statement(conn, claimed.event, recording->host, call);
+            };
+        }
+        run.outcome = commit_with_fence(db, pool, flight, entry.name, completes, claimed.event.attempt, record);
         // The consumption row and the completion commit together: a success (also one
         // re-read after an unknown commit outcome) means the event is COMPLETED.
         run.completed = completes != nullptr && run.outcome.kind == Kind::Succeeded;
@@ -141,7 +158,20 @@ HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedE
         run.consumption_pending = true;
     }
     run.duration = std::chrono::steady_clock::now() - started;
+    run.call.outcome = attempt_outcome(run);
+    run.call.error_code = run.outcome.kind == Kind::Succeeded ? std::string() : run.outcome.error_code;
     return run;
+}
+
+std::string attempt_outcome(const HandlerRun& run) {
+    if (run.abandoned) return "timeout";
+    switch (run.outcome.kind) {
+        case Kind::Succeeded: return "succeeded";
+        case Kind::Retry: return "retry";
+        case Kind::Review: return "review_required";
+        case Kind::LeaseLost: return {};
+    }
+    return {};
 }
 
 }  // namespace outbox::dispatch

@@ -25,7 +25,13 @@ struct HandlerRun {
     /// Nothing of this run may be used or written.
     bool abandoned = false;
     std::chrono::nanoseconds duration{0};
+    /// The call as outbox_attempt records it (handler, start, end, outcome, error code).
+    lease::AttemptCall call;
 };
+
+/// outbox_attempt's outcome for a call that ended as `run` did ("" for a lost lease, which
+/// no row records: the host that lost it cannot write).
+std::string attempt_outcome(const HandlerRun& run);
 
 /// After a commit whose outcome is unknown: Succeeded when the handler's consumption row or
 /// the event's completion is in, else a retry (DB_UNAVAILABLE). Never replays the commit.
@@ -40,6 +46,6 @@ core::HandlerOutcome reread_consumption(db::ConnectionPool& pool, const lease::L
 HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedEvent& claimed,
                        const sdk::TraceContext& trace, InFlight& flight, db::ConnectionPool& pool, const std::atomic<bool>& hard_stop,
                        std::chrono::milliseconds abandon_grace, const std::vector<std::string>* completes = nullptr,
-                       GroupTx* group = nullptr);
+                       GroupTx* group = nullptr, const lease::AttemptRecording* recording = nullptr);
 
 }  // namespace outbox::dispatch

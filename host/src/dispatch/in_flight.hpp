@@ -25,6 +25,9 @@ struct InFlight {
     const bool suspect;  // runs in the suspect lane
     std::atomic<bool> lost{false};       // set by the heartbeat; read by ctx.cancelled()
     std::atomic<bool> finishing{false};  // outcome handed to the completer; the fenced write decides
+    /// This attempt's calls that outbox_attempt records, stored with its outcome. Used by the
+    /// worker thread running the event only.
+    std::vector<lease::AttemptCall> calls;
 
     /// Who ends the handler call running for this event: the worker when handle() returns,
     /// or the host when it does not return by its deadline plus outbox.abandon_grace. The

@@ -16,7 +16,7 @@ void Rescuer::run(std::stop_token stop) {
             session.run(
                 [&](pqxx::connection& conn) {
                     lease::LeaseStore store(conn);
-                    moved = store.rescue_expired(max_attempts_, kBatch);
+                    moved = store.rescue_expired(max_attempts_, kBatch, record_attempts_);
                 },
                 stop);
             if (moved > 0) {

@@ -15,8 +15,9 @@ namespace outbox::dispatch {
 class Rescuer {
 public:
     Rescuer(std::string url, db::OutageLog& outage, metrics::Metrics& metrics, int max_attempts,
-            std::chrono::milliseconds interval)
-        : url_(std::move(url)), outage_(outage), metrics_(metrics), max_attempts_(max_attempts), interval_(interval) {}
+            std::chrono::milliseconds interval, bool record_attempts = true)
+        : url_(std::move(url)), outage_(outage), metrics_(metrics), max_attempts_(max_attempts), interval_(interval),
+          record_attempts_(record_attempts) {}
 
     void run(std::stop_token stop);
 
@@ -26,6 +27,7 @@ private:
     metrics::Metrics& metrics_;
     int max_attempts_;
     std::chrono::milliseconds interval_;
+    bool record_attempts_;  // outbox_attempt rows for lost attempts (outbox.attempt_history not off)
 };
 
 }  // namespace outbox::dispatch

@@ -42,7 +42,8 @@ Runtime::Runtime(RuntimeOptions options, std::shared_ptr<const routing::HandlerS
       loop_observer_(loop_observer),
       pool_(options_.database_url, options_.pool_size), queue_(options_.concurrency + options_.batch_size),
       breakers_(options_.host_id, pool_, metrics_, paused_, wakeup_),
-      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_), limiter_(options_.database_url, outage_,
+      recording_{lease::attempt_history_of(options_.attempt_history), options_.host_id},
+      completer_(options_.database_url, outage_, in_flight_, metrics_, wakeup_, recording_.host), limiter_(options_.database_url, outage_,
                FleetLimiter::Options{.holder = options_.host_id, .session_url = options_.session_url}) {
     if (!options_.telemetry.otlp_endpoint.empty()) {
         spans_ = std::make_unique<telemetry::SpanExporter>(
@@ -77,7 +78,9 @@ void Runtime::start() {
         return;
     }
     claiming_.start("rescuer", [this](std::stop_token stop) {
-        Rescuer(options_.database_url, outage_, metrics_, options_.max_attempts, options_.rescue_interval()).run(stop);
+        Rescuer(options_.database_url, outage_, metrics_, options_.max_attempts, options_.rescue_interval(),
+                recording_.mode != lease::AttemptHistory::Off)
+            .run(stop);
     });
     claiming_.start("parker", [this](std::stop_token stop) {
         Parker(options_.database_url, outage_, options_.park_interval(), options_.rescue_interval()).run(stop);
@@ -112,7 +115,7 @@ void Runtime::spawn_worker(WorkQueue::Lane lane) {
 
 void Runtime::work_loop(const std::shared_ptr<std::atomic<bool>>& finished, WorkQueue::Lane lane) {
     Worker worker(pool_, completer_, in_flight_, limiter_, metrics_, queue_, stopping_, hard_stop_, policy_,
-                  options_.max_attempts, options_.abandon_grace, paused_, breakers_, spans_.get());
+                  options_.max_attempts, options_.abandon_grace, paused_, breakers_, recording_, spans_.get());
     while (auto work = queue_.pop(lane)) {
         std::shared_ptr<InFlight> stuck;
         if (const routing::HandlerEntry* entry = lane == WorkQueue::Lane::Normal ? grouping_handler(*work) : nullptr) {
@@ -222,7 +225,7 @@ void Runtime::store_timeout(InFlight& flight) {
     const auto transition = core::decide_transition({timeout}, flight.attempt, options_.max_attempts, policy_,
                                                     std::chrono::system_clock::now(), unit_random());
     flight.finishing = true;
-    completer_.submit(lease::Finish{flight.lease, *transition, {}});
+    completer_.submit(lease::Finish{flight.lease, *transition, {}, std::move(flight.calls)});
 }
 
 void Runtime::set_handlers(std::shared_ptr<const routing::HandlerSet> handlers) {

@@ -111,6 +111,7 @@ private:
     db::Wakeup wakeup_;
     routing::PausedHandlers paused_;
     CircuitBreakers breakers_;
+    const lease::AttemptRecording recording_;
     Completer completer_;
     FleetLimiter limiter_;
     std::unique_ptr<telemetry::SpanExporter> spans_;  // with telemetry.otlp_endpoint only

@@ -97,6 +97,11 @@ bool Worker::process(const Work& work) {
     return keep_working;
 }
 
+void Worker::note_attempt(const Work& work, const HandlerRun& run) const {
+    if (run.completed || run.call.outcome.empty() || !lease::records(recording_->mode, run.call.outcome)) return;
+    work.flight->calls.push_back(run.call);
+}
+
 void Worker::note_call(const Work& work, const routing::HandlerEntry& entry, core::HandlerOutcome::Kind kind) {
     if (work.probe && work.probe->handler == entry.name) {
         const auto cool_down = entry.settings.circuit_breaker.value_or(config::CircuitBreakerSettings{}).cool_down;
@@ -172,9 +177,10 @@ Worker::Step Worker::run_call(const Work& work, const routing::HandlerEntry& ent
     const sdk::Event& event = work.claimed.event;
     telemetry::CallTrace trace = telemetry::start_call(work.claimed.trace, spans_ != nullptr);
     HandlerRun run = run_handler(entry, work.claimed, trace.context, *work.flight, pool_, hard_stop_,
-                                 abandon_grace_, may_complete ? &consumed_now : nullptr);
+                                 abandon_grace_, may_complete ? &consumed_now : nullptr, nullptr, recording_);
     permit.reset();
     record_call_span(spans_, trace, event, entry.name, run);
+    note_attempt(work, run);
     if (run.abandoned) {
         metrics_.handler_call(entry.name, "abandoned", run.duration);
         note_call(work, entry, core::HandlerOutcome::Kind::Retry);  // stored as HANDLER_TIMEOUT, retryable
@@ -211,7 +217,8 @@ void Worker::decide(const Work& work, const std::vector<core::HandlerOutcome>& o
     // A first-attempt completion needs no consumption rows: the status says it (see the
     // fence in handler_runner.cpp). Rows stay the record of partial progress.
     if (transition->status == core::EventStatus::Completed && event.attempt == 1) consumed_now.clear();
-    completer_.submit(lease::Finish{work.flight->lease, *transition, std::move(consumed_now)});
+    completer_.submit(
+        lease::Finish{work.flight->lease, *transition, std::move(consumed_now), std::move(work.flight->calls)});
 }
 
 void Worker::release(const Work& work) {

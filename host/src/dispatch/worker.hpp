@@ -45,10 +45,10 @@ public:
            metrics::Metrics& metrics, WorkQueue& queue, const std::atomic<bool>& stopping,
            const std::atomic<bool>& hard_stop, core::RetryPolicy policy, int max_attempts,
            std::chrono::milliseconds abandon_grace, const routing::PausedHandlers& paused, CircuitBreakers& breakers,
-           telemetry::SpanExporter* spans = nullptr)
+           const lease::AttemptRecording& recording, telemetry::SpanExporter* spans = nullptr)
         : pool_(pool), completer_(completer), in_flight_(in_flight), limiter_(limiter), metrics_(metrics),
           queue_(queue), stopping_(stopping), hard_stop_(hard_stop), policy_(policy), max_attempts_(max_attempts),
-          abandon_grace_(abandon_grace), paused_(paused), breakers_(breakers), spans_(spans) {}
+          abandon_grace_(abandon_grace), paused_(paused), breakers_(breakers), recording_(&recording), spans_(spans) {}
 
     /// Returns false when the host abandoned one of the event's handler calls (it overran
     /// its deadline plus the grace): the host has stored the outcome and freed the slot,
@@ -64,6 +64,9 @@ public:
 
 private:
     bool process_handlers(const Work& work);
+    /// Keeps the call for the attempt's outbox_attempt rows (as outbox.attempt_history says),
+    /// unless its fence wrote its row already or its lease was lost.
+    void note_attempt(const Work& work, const HandlerRun& run) const;
     /// Tells the circuit breakers how a call ended (a probe's verdict, or one call of the window).
     void note_call(const Work& work, const routing::HandlerEntry& entry, core::HandlerOutcome::Kind kind);
     /// Gives the event back without counting the attempt (host stopping before a call, or
@@ -114,6 +117,7 @@ private:
     std::chrono::milliseconds abandon_grace_;
     const routing::PausedHandlers& paused_;
     CircuitBreakers& breakers_;
+    const lease::AttemptRecording* recording_;
     telemetry::SpanExporter* spans_;  // null: no spans
 };
 

@@ -83,9 +83,22 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
     return claimed;
 }
 
-std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch) {
+AttemptHistory attempt_history_of(const std::string& setting) {
+    if (setting == "off") return AttemptHistory::Off;
+    if (setting == "failures") return AttemptHistory::Failures;
+    return AttemptHistory::All;
+}
+
+namespace {
+std::string epoch_micros(std::chrono::system_clock::time_point at) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(at.time_since_epoch()).count());
+}
+}  // namespace
+
+std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch, const std::string& host) {
     std::vector<std::string> ids, tokens, statuses, delays, consumed_ids, consumed_names;
-    std::vector<std::optional<std::string>> codes;
+    std::vector<std::string> call_ids, call_handlers, call_started, call_ended, call_outcomes;
+    std::vector<std::optional<std::string>> codes, call_codes;
     const auto now = std::chrono::system_clock::now();
     for (const auto& item : batch) {
         ids.push_back(item.lease.event_id);
@@ -103,11 +116,22 @@ std::vector<std::string> LeaseStore::finish(const std::vector<Finish>& batch) {
             consumed_ids.push_back(item.lease.event_id);
             consumed_names.push_back(handler);
         }
+        if (host.empty()) continue;
+        for (const auto& call : item.calls) {
+            call_ids.push_back(item.lease.event_id);
+            call_handlers.push_back(call.handler);
+            call_started.push_back(epoch_micros(call.started));
+            call_ended.push_back(epoch_micros(call.ended));
+            call_outcomes.push_back(call.outcome);
+            call_codes.push_back(call.error_code.empty() ? std::nullopt : std::optional<std::string>(call.error_code));
+        }
     }
     const pqxx::result rows =
         db::exec_statement(conn_, "outbox_finish", db::event_sql::kFinish, db::pg_array(ids), db::pg_array(tokens),
                            db::pg_array(statuses), db::pg_array(delays), db::pg_array(codes), db::pg_array(consumed_ids),
-                           db::pg_array(consumed_names), time_);
+                           db::pg_array(consumed_names), time_, db::pg_array(call_ids), db::pg_array(call_handlers),
+                           db::pg_array(call_started), db::pg_array(call_ended), db::pg_array(call_outcomes),
+                           db::pg_array(call_codes), host);
     std::vector<std::string> applied;
     applied.reserve(rows.size());
     for (const auto& row : rows) applied.emplace_back(row[0].c_str());
@@ -151,10 +175,10 @@ std::string LeaseStore::server_time() {
     return pqxx::nontransaction(conn_).exec("SELECT now()::text")[0][0].c_str();
 }
 
-int LeaseStore::rescue_expired(int max_attempts, int limit) {
+int LeaseStore::rescue_expired(int max_attempts, int limit, bool record) {
     const pqxx::result rows =
-        db::exec_statement(conn_, "outbox_rescue", db::event_sql::kRescue, max_attempts, limit, time_);
-    return static_cast<int>(rows.affected_rows());
+        db::exec_statement(conn_, "outbox_rescue", db::event_sql::kRescue, max_attempts, limit, time_, record);
+    return rows[0][0].as<int>();
 }
 
 ParkPass LeaseStore::park_blocked(int window, std::chrono::milliseconds min_wait) {
@@ -175,6 +199,18 @@ int LeaseStore::release_parked(int aggregates_per_statement) {
         company = rows[0][1].as<std::string>();
         key = rows[0][2].as<std::string>();
     }
+}
+
+std::string attempt_insert_statement(pqxx::connection_base& conn, const sdk::Event& event, const std::string& host,
+                                     const AttemptCall& call) {
+    std::string sql =
+        "INSERT INTO outbox_attempt (event_id, company_id, attempt, handler, host, started_at, ended_at, outcome, "
+        "error_code) VALUES ('";
+    sql += conn.esc(event.id) + "'::uuid, '" + conn.esc(event.company_id) + "', " + std::to_string(event.attempt) + ", '";
+    sql += conn.esc(call.handler) + "', '" + conn.esc(host) + "', pg_catalog.to_timestamp(" + epoch_micros(call.started);
+    sql += " / 1e6), pg_catalog.to_timestamp(" + epoch_micros(call.ended) + " / 1e6), '" + conn.esc(call.outcome) + "', ";
+    sql += call.error_code.empty() ? std::string("NULL)") : "'" + conn.esc(call.error_code) + "')";
+    return sql;
 }
 
 std::string fence_statement(pqxx::connection_base& conn, const LeaseRef& lease,

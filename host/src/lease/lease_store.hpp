@@ -46,6 +46,33 @@ struct LeaseRef {
     std::string lease_token;
 };
 
+/// One handler call of an attempt, as outbox_attempt records it (outbox.attempt_history).
+struct AttemptCall {
+    std::string handler;
+    std::chrono::system_clock::time_point started;
+    std::chrono::system_clock::time_point ended;
+    std::string outcome;  // succeeded, retry, review_required or timeout
+    std::string error_code;
+};
+
+/// Which handler calls outbox_attempt records.
+enum class AttemptHistory { All, Failures, Off };
+AttemptHistory attempt_history_of(const std::string& setting);
+/// Whether `mode` records a call with `outcome`.
+inline bool records(AttemptHistory mode, const std::string& outcome) {
+    return mode == AttemptHistory::All || (mode == AttemptHistory::Failures && outcome != "succeeded");
+}
+/// What a host records, and as whom.
+struct AttemptRecording {
+    AttemptHistory mode = AttemptHistory::All;
+    std::string host;
+};
+
+/// The INSERT of one call's outbox_attempt row, with literals (it travels with a fence and
+/// its COMMIT in one simple query).
+std::string attempt_insert_statement(pqxx::connection_base& conn, const sdk::Event& event, const std::string& host,
+                                     const AttemptCall& call);
+
 /// The decided end of one attempt, to be persisted.
 struct Finish {
     LeaseRef lease;
@@ -53,6 +80,8 @@ struct Finish {
     /// Handlers that succeeded without opening ctx.db(): their consumption rows are written
     /// by the same statement, only if the fenced update applies.
     std::vector<std::string> consumed_by;
+    /// The attempt's calls to record, written by the same statement if the update applies.
+    std::vector<AttemptCall> calls;
 };
 
 enum class ClaimKind {
@@ -76,7 +105,8 @@ public:
 
     /// Applies a batch of attempt outcomes in one statement. Returns the lease tokens whose
     /// fenced update applied; the others had lost their lease and were left untouched.
-    std::vector<std::string> finish(const std::vector<Finish>& batch);
+    /// `host` is recorded as the host of the batch's calls.
+    std::vector<std::string> finish(const std::vector<Finish>& batch, const std::string& host = {});
 
     /// Extends the leases still held; returns the lease tokens still owned (the rest are lost).
     std::vector<std::string> extend(const std::vector<LeaseRef>& leases, std::chrono::milliseconds lease);
@@ -101,7 +131,9 @@ public:
     /// WORKER_LOST), or to REVIEW_REQUIRED when attempt_count >= max_attempts. When the lost
     /// host was running a suspect, only the suspect keeps the attempt: the events beside it
     /// get theirs back. Returns the number of rows moved.
-    int rescue_expired(int max_attempts, int limit);
+    /// With `record`, each rescued attempt gets an outbox_attempt row (outcome worker_lost,
+    /// the lost host, from its claim to now).
+    int rescue_expired(int max_attempts, int limit, bool record = true);
 
     /// Parks (next_attempt_at = 'infinity') the PENDING events among the first `window` due
     /// rows that have been due for at least `min_wait` and are held back by an earlier event

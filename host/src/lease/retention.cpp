@@ -1,5 +1,7 @@
 #include "lease/retention.hpp"
 
+#include <algorithm>
+
 #include <pqxx/pqxx>
 
 #include "db/db_session.hpp"
@@ -13,6 +15,29 @@ namespace {
 constexpr auto kPassBudget = std::chrono::minutes{2};
 constexpr auto kPassBound = std::chrono::milliseconds{kPassBudget + std::chrono::seconds{35}};
 }  // namespace
+
+std::optional<Retention::Partitions> Retention::maintain_partitions(pqxx::connection& conn,
+                                                                   std::optional<std::string> now, bool wait) const {
+    const auto ahead = std::max<std::chrono::milliseconds>(history_partition_, std::chrono::minutes{10});
+    pqxx::work tx(conn);
+    if (wait) {
+        tx.exec("SET LOCAL lock_timeout = '5s'");
+        tx.exec_params("SELECT pg_advisory_xact_lock($1)", kLockKey);
+    } else if (!tx.exec_params1("SELECT pg_try_advisory_xact_lock($1)", kLockKey)[0].as<bool>()) {
+        return std::nullopt;
+    }
+    // Attaching or dropping a partition locks outbox_attempt briefly: never queue behind a
+    // long transaction (and every writer behind this one); the next pass tries again.
+    tx.exec("SET LOCAL lock_timeout = '2s'; SET LOCAL statement_timeout = '30s'");
+    const auto row = tx.exec_params1(
+        "SELECT created, dropped, moved, deleted FROM outbox_attempt_maintain($1::bigint * interval '1 millisecond', "
+        "$2::bigint * interval '1 millisecond', $3::bigint * interval '1 millisecond', "
+        "coalesce($4::timestamptz, now()))",
+        static_cast<long long>(history_partition_.count()), static_cast<long long>(ahead.count()),
+        static_cast<long long>(retention_.count()), now);
+    tx.commit();
+    return Partitions{row[0].as<int>(), row[1].as<int>(), row[2].as<long long>(), row[3].as<long long>()};
+}
 
 std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_token stop,
                                              std::optional<std::string> now) const {
@@ -46,11 +71,22 @@ std::optional<long long> Retention::run_once(pqxx::connection& conn, std::stop_t
 
 void Retention::run(const std::string& url, db::OutageLog& outage, std::chrono::milliseconds interval,
                     std::stop_token stop) const {
+    db::DbSession session(url, "retention", outage);
+    const auto maintain = [&] {
+        std::optional<Partitions> done;
+        if (!session.run([&](pqxx::connection& conn) { done = maintain_partitions(conn); }, stop, kPassBound)) return;
+        if (done && (done->created > 0 || done->dropped > 0 || done->moved > 0 || done->deleted > 0)) {
+            log::info("attempt history: " + std::to_string(done->created) + " partition(s) created, " +
+                      std::to_string(done->dropped) + " dropped, " + std::to_string(done->moved) +
+                      " row(s) moved out of the default partition, " + std::to_string(done->deleted) +
+                      " old default-partition row(s) deleted");
+        }
+    };
     // The first pass waits a second: a restarting host's first claim (a backlog may be
     // waiting) does not share the database with a retention DELETE and its connection.
     if (!db::sleep_for(std::chrono::seconds{1}, stop)) return;
-    db::DbSession session(url, "retention", outage);
     do {
+        maintain();
         std::optional<long long> deleted;
         // A pass deletes in batches (30 s statement timeout each) for up to kPassBudget; the
         // host's guard bounds the whole pass.
