@@ -575,11 +575,13 @@
   async function renderEvent(id) {
     const body = el('div', { id: 'event-body' }, el('p', { class: 'muted', text: 'Loading…' }));
     page('page-event', 'Event', el('p', { class: 'mono', id: 'event-id', text: id }), body);
-    const [event, history, attempts] = await Promise.all([
+    const [event, history] = await Promise.all([
       api('GET', '/api/v1/admin/outbox-events/' + id),
       api('GET', '/api/v1/admin/outbox-events/' + id + '/history'),
-      api('GET', '/api/v1/admin/outbox-events/' + id + '/attempts'),
     ]);
+    // After the two above: a company has two API database connections by default
+    // (admin.db_connections_per_company), and a third request at once would be refused (503).
+    const attempts = event.ok ? await api('GET', '/api/v1/admin/outbox-events/' + id + '/attempts') : null;
     if (state.route !== 'event' || !document.contains(body)) return;
     if (!event.ok) {
       if (failed(event)) return;
