@@ -204,9 +204,10 @@ TEST_F(HandlerCircuitBreaker, OpensWithinTheWindowProbesOnceAtATimeAndClosesAfte
     for (auto& id : publish_many(db_.url(), "MissionCompleted", kPayload, 60)) ids.push_back(std::move(id));
     ASSERT_TRUE(wait_until([&] { return breaker_open(); }, 10s)) << "the breaker opens";
     const auto opened = Clock::now();
-    // Within the window (2 s), plus 1 s for the hosts' scheduling on a loaded test machine: a
-    // host needs its first 10 calls (about 3 rounds of 50 ms calls) to judge.
-    EXPECT_LT(opened - failing_since, kBreaker.window + 1s);
+    // Counted from the first failing call, not from before publishing (which a loaded machine
+    // slows): within the window (2 s), plus 1 s for the hosts' scheduling and this test's
+    // polls. A host needs its first 10 calls (about 3 rounds of 50 ms calls) to judge.
+    EXPECT_LT(opened - remote_.first_call_after(failing_since), kBreaker.window + 1s);
 
     const pqxx::result audit = db_.exec(
         "SELECT detail FROM audit_event WHERE actor = 'circuit-breaker' AND action = 'outbox.handler_paused' "
@@ -297,11 +298,13 @@ TEST_F(HandlerCircuitBreaker, AnOperatorsPauseIsNeverResumedByTheBreaker) {
 TEST_F(HandlerCircuitBreaker, AProbeWhoseHostDiedIsTakenOverOnceItExpires) {
     // A breaker opened long ago whose probe is held by a host that died mid-call: its hold
     // runs out 2 s from now. The remote is healthy again.
+    // Read before the INSERT: the hold ends 2 s after the database's now(), which is later
+    // (by the INSERT's own latency on a loaded machine), never earlier.
+    const auto expires = Clock::now() + 2s;
     db_.exec("INSERT INTO outbox_handler_pause (handler_name, paused_by, paused_at, probe_after, probe_owner, "
              "probe_token, probe_expires_at) VALUES ('mission-log-forwarding', 'circuit-breaker', "
              "now() - interval '1 hour', now() - interval '59 minutes', 'dead-host:1', gen_random_uuid(), "
              "now() + interval '2 seconds')");
-    const auto expires = Clock::now() + 2s;
     const auto ids = publish_many(db_.url(), "MissionCompleted", kPayload, 5);
     auto host = start_host("host-a");
     ASSERT_TRUE(wait_until([&] { return pause_actor().empty(); }, 15s)) << "the probe is taken over and succeeds";
