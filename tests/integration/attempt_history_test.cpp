@@ -85,16 +85,17 @@ TEST_F(AttemptHistory, EveryCallOfEveryAttemptIsRecordedWithItsOutcomeAndTheApiS
     EXPECT_EQ(status, 403);
 }
 
-// A handler that completes the event in its own transaction: no outcome goes to the
-// completer, so the fence writes the call's row, with the completion, and only that row.
-TEST_F(AttemptHistory, ACompletionInTheHandlersTransactionWritesItsRowInThatTransaction) {
-    const std::string id = publish_one(R"({"db": true})");
-    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED});
+// The last handler completes the event in its own transaction: no outcome goes to the
+// completer, so its fence writes the attempt's rows with the completion: its own call's and
+// the earlier handler's, once each.
+TEST_F(AttemptHistory, ACompletionInTheHandlersTransactionWritesTheAttemptsRowsInThatTransaction) {
+    const std::string id = publish_one(R"({"db": true, "b_db": true})");
+    TestHost host(fast_options(db_.url(), "h1"), {OUTBOX_FIXTURE_SCRIPTED, OUTBOX_FIXTURE_SCRIPTED_B});
     host.start();
     ASSERT_TRUE(wait_until([&] { return completed(id); }, 20s));
     host.stop();
-    EXPECT_EQ(rows_of(id), "1:scripted:succeeded:-");
-    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE event_id = '" + id + "'"), 1);
+    EXPECT_EQ(rows_of(id), "1:scripted:succeeded:- 1:scripted-b:succeeded:-");
+    EXPECT_EQ(count("SELECT count(*) FROM scripted_effect WHERE event_id = '" + id + "'"), 2);
 }
 
 // A host that died mid-attempt: the rescue that retries the event records the lost attempt

@@ -109,6 +109,11 @@ TEST(DbRoles, PublisherCanPublishButCannotTouchTables) {
     EXPECT_EQ(sqlstate_as(db, roles.publisher, "DELETE FROM event_publication"), kDenied);
     EXPECT_EQ(sqlstate_as(db, roles.publisher, "SELECT * FROM audit_event"), kDenied);
     EXPECT_EQ(sqlstate_as(db, roles.publisher, "SELECT * FROM event_consumption"), kDenied);
+    // The attempt history's definer function drops partitions: never the application's.
+    EXPECT_EQ(sqlstate_as(db, roles.publisher,
+                          "SELECT * FROM outbox_attempt_maintain(interval '1 minute', interval '0', interval '1 minute')"),
+              kDenied);
+    EXPECT_EQ(sqlstate_as(db, roles.publisher, "SELECT * FROM outbox_attempt"), kDenied);
     // A role that was granted nothing cannot publish: PUBLIC has no EXECUTE on outbox_publish.
     EXPECT_EQ(sqlstate_as(db, roles.other, kPublishSql), kDenied);
     // The batch publish is granted with it, and adds no privilege of its own.

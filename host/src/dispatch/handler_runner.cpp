@@ -144,9 +144,12 @@ HandlerRun run_handler(const routing::HandlerEntry& entry, const lease::ClaimedE
         std::function<std::string(pqxx::connection_base&)> record;
         if (recording != nullptr && lease::records(recording->mode, "succeeded")) {
             record = [&](pqxx::connection_base& conn) {
-                lease::AttemptCall call = run.call;
-                call.outcome = "succeeded";
-                return lease::attempt_insert_statement(conn, claimed.event, recording->host, call);
+                // The attempt's earlier calls (other handlers, which all succeeded, or this
+                // call would not complete the event) go with it: no outcome follows.
+                std::vector<lease::AttemptCall> calls = flight.calls;
+                calls.push_back(run.call);
+                calls.back().outcome = "succeeded";
+                return lease::attempt_insert_statement(conn, claimed.event, recording->host, calls);
             };
         }
         run.outcome = commit_with_fence(db, pool, flight, entry.name, completes, claimed.event.attempt, record);

@@ -25,8 +25,9 @@ struct InFlight {
     const bool suspect;  // runs in the suspect lane
     std::atomic<bool> lost{false};       // set by the heartbeat; read by ctx.cancelled()
     std::atomic<bool> finishing{false};  // outcome handed to the completer; the fenced write decides
-    /// This attempt's calls that outbox_attempt records, stored with its outcome. Used by the
-    /// worker thread running the event only.
+    /// This attempt's calls that outbox_attempt records, stored with its outcome. Written by
+    /// the worker thread running the event, or for a commit group's member under the group's
+    /// mutex (its abandon hook runs on the deadline watch).
     std::vector<lease::AttemptCall> calls;
 
     /// Who ends the handler call running for this event: the worker when handle() returns,

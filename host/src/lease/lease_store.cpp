@@ -202,14 +202,19 @@ int LeaseStore::release_parked(int aggregates_per_statement) {
 }
 
 std::string attempt_insert_statement(pqxx::connection_base& conn, const sdk::Event& event, const std::string& host,
-                                     const AttemptCall& call) {
+                                     const std::vector<AttemptCall>& calls) {
     std::string sql =
         "INSERT INTO outbox_attempt (event_id, company_id, attempt, handler, host, started_at, ended_at, outcome, "
-        "error_code) VALUES ('";
-    sql += conn.esc(event.id) + "'::uuid, '" + conn.esc(event.company_id) + "', " + std::to_string(event.attempt) + ", '";
-    sql += conn.esc(call.handler) + "', '" + conn.esc(host) + "', pg_catalog.to_timestamp(" + epoch_micros(call.started);
-    sql += " / 1e6), pg_catalog.to_timestamp(" + epoch_micros(call.ended) + " / 1e6), '" + conn.esc(call.outcome) + "', ";
-    sql += call.error_code.empty() ? std::string("NULL)") : "'" + conn.esc(call.error_code) + "')";
+        "error_code) VALUES ";
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        const AttemptCall& call = calls[i];
+        sql += i == 0 ? "('" : ", ('";
+        sql += conn.esc(event.id) + "'::uuid, '" + conn.esc(event.company_id) + "', " + std::to_string(event.attempt);
+        sql += ", '" + conn.esc(call.handler) + "', '" + conn.esc(host) + "', pg_catalog.to_timestamp(";
+        sql += epoch_micros(call.started) + " / 1e6), pg_catalog.to_timestamp(" + epoch_micros(call.ended) + " / 1e6), '";
+        sql += conn.esc(call.outcome) + "', ";
+        sql += call.error_code.empty() ? std::string("NULL)") : "'" + conn.esc(call.error_code) + "')";
+    }
     return sql;
 }
 

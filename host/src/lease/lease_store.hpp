@@ -68,10 +68,10 @@ struct AttemptRecording {
     std::string host;
 };
 
-/// The INSERT of one call's outbox_attempt row, with literals (it travels with a fence and
-/// its COMMIT in one simple query).
+/// The INSERT of `calls`' outbox_attempt rows (at least one), with literals (it travels
+/// with a fence and its COMMIT in one simple query).
 std::string attempt_insert_statement(pqxx::connection_base& conn, const sdk::Event& event, const std::string& host,
-                                     const AttemptCall& call);
+                                     const std::vector<AttemptCall>& calls);
 
 /// The decided end of one attempt, to be persisted.
 struct Finish {

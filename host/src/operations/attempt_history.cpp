@@ -15,7 +15,7 @@ SELECT a.attempt, a.handler, a.host, to_char(a.started_at, 'YYYY-MM-DD"T"HH24:MI
        to_char(a.retry_after, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 FROM outbox_attempt a
 WHERE a.event_id = $1::uuid AND a.company_id = $2
-ORDER BY a.attempt, a.started_at, a.ended_at
+ORDER BY a.started_at, a.ended_at, a.attempt
 LIMIT 1000
 )SQL";
 
