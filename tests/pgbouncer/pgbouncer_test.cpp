@@ -13,6 +13,7 @@
 #include <iostream>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <pqxx/pqxx>
@@ -208,6 +209,23 @@ TEST(PgBouncerTransactionMode, SixHostsKilledAndPoolerRestartedLoseNothingAndLea
                                    "AND attempt_count < (payload->>'fail_times')::int + 1"),
               0)
         << "the scripted failures really happened";
+    // An event left unfinished: every host's log lines about it (whole logs are too large to
+    // print), which tell whose runs overlapped and when each lease was lost.
+    if (::testing::Test::HasFailure()) {
+        pqxx::connection conn{cluster.url()};
+        pqxx::nontransaction tx{conn};
+        for (const auto& row : tx.exec("SELECT event_id::text FROM event_publication WHERE status <> 'COMPLETED' LIMIT 3")) {
+            const std::string id = row[0].c_str();
+            std::string lines;
+            for (std::size_t i = 0; i < hosts.size(); ++i) {
+                std::istringstream log(fleet.log(name(i)));
+                for (std::string line; std::getline(log, line);) {
+                    if (line.find(id) != std::string::npos) lines += name(i) + ": " + line + "\n";
+                }
+            }
+            std::cout << "what the hosts logged about " << id << ":\n" << lines;
+        }
+    }
 
     const std::vector<std::string> leftovers = leftover_session_state(bouncer.url());
     EXPECT_TRUE(leftovers.empty()) << "a host left session state on a pooled server connection:\n" << joined(leftovers);
