@@ -489,6 +489,14 @@
       ? { event_type: group.event_type, last_error_code: group.last_error_code, status: 'REVIEW_REQUIRED' }
       : { event_type: group.event_type, no_error_code: true, status: 'REVIEW_REQUIRED' };
     const body = { action: 'redrive', filter: filter, reason: reason.input.value.trim(), dry_run: true };
+    await previewJob(body, result, confirmBox, 'redrive-group', 'Re-drive',
+      (count) => count + ' event(s) of this group match now. Re-drive them all?',
+      () => runRedriveJob(Object.assign({}, body, { dry_run: false }), result, reloadGroups));
+  }
+
+  // A job's dry run, then a confirmation that names its count (ids `<prefix>-preview`,
+  // `-confirm`, `-cancel`); `start` runs the job once confirmed.
+  async function previewJob(body, result, confirmBox, prefix, verb, question, start) {
     result.replaceChildren(el('p', { class: 'muted', text: 'Counting…' }));
     const preview = await api('POST', '/api/v1/admin/operations', body);
     if (failed(preview)) return;
@@ -497,15 +505,16 @@
       return;
     }
     result.replaceChildren();
-    const yes = el('button', { type: 'button', id: 'redrive-group-confirm', text: 'Re-drive ' + preview.data.count + ' event(s)' });
-    const no = el('button', { type: 'button', class: 'secondary', id: 'redrive-group-cancel', text: 'Cancel' });
+    const count = preview.data.count;
+    const yes = el('button', { type: 'button', id: prefix + '-confirm', text: verb + ' ' + count + ' event(s)' });
+    const no = el('button', { type: 'button', class: 'secondary', id: prefix + '-cancel', text: 'Cancel' });
     no.addEventListener('click', () => confirmBox.replaceChildren());
     yes.addEventListener('click', async () => {
       confirmBox.replaceChildren();
-      await runRedriveJob(Object.assign({}, body, { dry_run: false }), result, reloadGroups);
+      await start();
     });
-    confirmBox.replaceChildren(el('div', { class: 'confirm', id: 'redrive-group-preview', role: 'group' },
-      el('p', { 'data-field': 'count', text: preview.data.count + ' event(s) of this group match now. Re-drive them all?' }),
+    confirmBox.replaceChildren(el('div', { class: 'confirm', id: prefix + '-preview', role: 'group' },
+      el('p', { 'data-field': 'count', text: question(count) }),
       el('div', { class: 'row' }, yes, no)));
   }
 
@@ -690,28 +699,13 @@
       if (after.value) filter.occurred_after = new Date(after.value).toISOString();
       const body = { action: 'replay', handler: handler.value.trim(), filter: filter,
         reason: reason.input.value.trim(), dry_run: true };
-      result.replaceChildren(el('p', { class: 'muted', text: 'Counting…' }));
-      const preview = await api('POST', '/api/v1/admin/operations', body);
-      if (failed(preview)) return;
-      if (!preview.ok) {
-        showAnswer(result, preview, () => '');
-        return;
-      }
-      result.replaceChildren();
-      const yes = el('button', { type: 'button', id: 'replay-confirm', text: 'Replay ' + preview.data.count + ' event(s)' });
-      const no = el('button', { type: 'button', class: 'secondary', id: 'replay-cancel', text: 'Cancel' });
-      no.addEventListener('click', () => confirmBox.replaceChildren());
-      yes.addEventListener('click', async () => {
-        confirmBox.replaceChildren();
-        await runJob(Object.assign({}, body, { dry_run: false }), result, {
+      await previewJob(body, result, confirmBox, 'replay', 'Replay',
+        (count) => count + ' event(s) match now. Run them again for ' + body.handler + '?',
+        () => runJob(Object.assign({}, body, { dry_run: false }), result, {
           running: 'Replaying…',
           done: (x) => 'Replayed: ' + x.done + ' event(s) are PENDING for ' + body.handler + ' again.',
           stopped: (x) => x.done + ' event(s) were replayed before it stopped.',
-        });
-      });
-      confirmBox.replaceChildren(el('div', { class: 'confirm', id: 'replay-preview', role: 'group' },
-        el('p', { 'data-field': 'count', text: preview.data.count + ' event(s) match now. Run them again for ' + body.handler + '?' }),
-        el('div', { class: 'row' }, yes, no)));
+        }));
     });
   }
 
