@@ -27,12 +27,16 @@
 #                      back 200,000 successors of its aggregate (the claim's rows read and
 #                      time, against the empty table's)
 #   --hosts            also: 1, 2 and 4 outboxd hosts on one database
+#   --tenants          also: fair tenants. Company tenant-a has 2×N events waiting; one host
+#                      (defaults) drains them alone, then again while company tenant-b
+#                      publishes 20 events/s for 30 s: tenant-a's rate in both runs and
+#                      tenant-b's start delay from publication (p50, p99, max)
 #   --pgbouncer        also: the write handler through PgBouncer (pool_mode = transaction,
 #                      database.pool_mode = transaction, session_url direct), next to the
 #                      same direct with pool_mode session and with pool_mode transaction
 #   --no-peers         skip graphile-worker and pg-boss (they need node and npm)
 #   --only SECTIONS    comma-separated subset of: outboxd, latency, delay, pgbench, peers, growth, hosts,
-#                      pgbouncer (outboxd and peers run both protocols; pgbench-write, the
+#                      pgbouncer, tenants (outboxd and peers run both protocols; pgbench-write, the
 #                      writing handler's statements, runs with outboxd or pgbench)
 #   --build-dir DIR    add the bench targets to this already configured build tree and use
 #                      its outboxd (keeps its build type; for smoke runs next to the tests)
@@ -68,6 +72,7 @@ while (($#)); do
     --latency-seconds) latency_seconds=$2; shift ;;
     --growth) sections+=,growth ;;
     --hosts) sections+=,hosts ;;
+    --tenants) sections+=,tenants ;;
     --pgbouncer) sections+=,pgbouncer ;;
     --no-peers) sections=${sections//peers/} ;;
     --only) sections=$2; shift ;;
@@ -390,6 +395,56 @@ if want delay; then
   s_delay_idle() { outboxd_delay delay-idle 0; }
   s_delay_backlog() { outboxd_delay delay-backlog "$((n / 5))"; }
   scenarios+=(s_delay_idle s_delay_backlog)
+fi
+
+# ---- fair tenants: one company's backlog against another company's trickle ----------------
+
+tenants_seconds=30
+# outboxd_tenants KEY TRICKLE: company tenant-a has 2×N latency events waiting and one host
+# with its defaults drains them; with TRICKLE, company tenant-b publishes 20 events/s for
+# tenants_seconds meanwhile (outbox_bench publish). tenant-a's rate is its events over the
+# span of their handler starts; tenant-b's delay is handler start − publication (one machine,
+# one clock).
+outboxd_tenants() {
+  local key=$1 trickle=$2 starts config commits companies a_line b_line deadline
+  fresh_db bench_run bench_template
+  starts=$work/$key-$run.starts
+  commits=$work/$key-$run.commits
+  companies=$work/$key-$run.companies
+  config=$work/$key.yaml
+  printf 'handlers:\n  bench-latency:\n    config: { output: "%s" }\n' "$starts" >"$config"
+  sql bench_run "INSERT INTO event_publication (company_id, event_type, payload)
+                 SELECT 'tenant-a', 'BenchLatency', jsonb_build_object('n', i) FROM generate_series(1, $((2 * n))) AS i" \
+    >/dev/null
+  start_hosts "$key" bench_run latency 1 --config "$config"
+  touch "$starts"
+  if ((trickle)); then
+    "$tool" publish --url "$base/bench_run" --type BenchLatency --company tenant-b --rate 20 \
+      --seconds "$tenants_seconds" --commits "$commits" >/dev/null
+  fi
+  deadline=$((SECONDS + drain_timeout))
+  until [[ $(sql bench_run "SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'") == 0 ]]; do
+    ((SECONDS < deadline)) || { log "$key: events still unfinished after ${drain_timeout}s"; break; }
+    sleep 0.2
+  done
+  stop_hosts
+  sql bench_run "SELECT event_id, company_id FROM event_publication" >"$companies"
+  a_line=$(awk -F'[| ]' 'NR == FNR { company[$1] = $2; next }
+      company[$1] == "tenant-a" { n++; if (min == "" || $3 < min) min = $3; if ($3 > max) max = $3 }
+      END { printf "tenant-a: %d events at %.0f events/s", n, max > min ? n / ((max - min) / 1e6) : 0 }' \
+    "$companies" "$starts")
+  b_line=$(awk -F'[| ]' 'NR == FNR { company[$1] = $2; next } company[$1] == "tenant-b" { print ($3 - $2) / 1000 }' \
+    "$companies" "$starts" | sort -n | awk '{ v[NR] = $1 }
+      END { if (NR == 0) exit
+            i50 = int(NR * 0.50 + 0.999); i99 = int(NR * 0.99 + 0.999)
+            printf "; tenant-b: %d events, start delay p50 %.1f ms, p99 %.1f ms, max %.1f ms", NR, v[i50], v[i99], v[NR] }')
+  record note "$key" "Fair tenants ($key, run $run), outboxd defaults: $a_line$b_line" ""
+  log "$key, run $run/$runs: $a_line$b_line"
+}
+if want tenants; then
+  s_tenants_solo() { outboxd_tenants tenants-solo 0; }
+  s_tenants_trickle() { outboxd_tenants tenants-trickle 1; }
+  scenarios+=(s_tenants_solo s_tenants_trickle)
 fi
 
 # ---- pgbench: the raw claim+complete ceiling -------------------------------------------

@@ -18,8 +18,9 @@
 //       that poll; cpu_host_s is COMMAND's CPU from its start; wal_b the WAL written) and,
 //       with claimed-sql (true once an event was claimed, polled every millisecond until
 //       then), first_claim_ms: exec to the first claimed event.
-//   outbox_bench publish --url URL --type TYPE --rate R --seconds S --commits FILE
-//       Publishes R events per second for S seconds through outbox_publish(), each in its
+//   outbox_bench publish --url URL --type TYPE --rate R --seconds S --commits FILE [--company C]
+//       Publishes R events per second for S seconds through outbox_publish() (company C,
+//       default bench), each in its
 //       own autocommit statement, on a fixed schedule (a late publish does not shift the
 //       ones after it); writes "<event_id> <commit returned, us since epoch>" per event.
 //   outbox_bench stats --starts FILE --commits FILE [--skip K]
@@ -373,7 +374,8 @@ int publish(const Args& args) {
     const double seconds = std::stod(required(args, "--seconds"));
     std::ofstream commits(required(args, "--commits"));
     pqxx::connection conn(url);
-    conn.prepare("publish", "SELECT outbox_publish('bench', $1, '{}'::jsonb)::text");
+    const std::string company = option(args, "--company").value_or("bench");
+    conn.prepare("publish", "SELECT outbox_publish($2, $1, '{}'::jsonb)::text");
     const long total = std::lround(rate * seconds);
     const auto start = std::chrono::steady_clock::now();
     for (long i = 0; i < total; ++i) {
@@ -381,7 +383,7 @@ int publish(const Args& args) {
                                     std::chrono::duration<double>(static_cast<double>(i) / rate));
         std::this_thread::sleep_until(at);
         pqxx::nontransaction tx(conn);
-        const std::string id = tx.exec_prepared("publish", type)[0][0].c_str();
+        const std::string id = tx.exec_prepared("publish", type, company)[0][0].c_str();
         commits << id << ' ' << micros_since_epoch(Clock::now()) << '\n';
     }
     std::printf("published=%ld\n", total);

@@ -70,19 +70,19 @@ protected:
     }
 
     /// The due rows one claim of 100 events reads past without claiming them: the ordering
-    /// filter's "Rows Removed by Filter" of the walk of the due index, measured with EXPLAIN
+    /// filter's "Rows Removed by Filter" of the walk of the company's due rows, measured with EXPLAIN
     /// ANALYZE and rolled back.
     long long rows_walked_past() {
         lease::LeaseStore(*conn_).claim({"Nothing"}, 1, {"h", ""}, 5s);  // declares the statement
         pqxx::work tx(*conn_);
         std::string plan;
-        for (const auto& row : tx.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim('{OrderedStep}', 100, 'h', "
-                                       "5000, '', '')")) {
+        for (const auto& row : tx.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_fair('{OrderedStep}', 100, "
+                                       "'h', 5000, '', '', '', '{}', '{}', '{}', 0, false)")) {
             plan += row[0].c_str();
             plan += '\n';
         }
         tx.abort();
-        const std::regex removed("Index Scan using event_publication_due_idx[^\\n]*\\n(?:[^\\n]*\\n)*?[^\\n]*Rows Removed "
+        const std::regex removed("Index Scan using event_publication_company_due_idx[^\\n]*\\n(?:[^\\n]*\\n)*?[^\\n]*Rows Removed "
                                  "by Filter: ([0-9]+)");
         std::smatch match;
         if (!std::regex_search(plan, match, removed)) return 0;

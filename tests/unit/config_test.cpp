@@ -828,7 +828,8 @@ TEST(ConfigReference, EveryKeyHasItsVariableTypeDefaultAndMeaning) {
         EXPECT_FALSE(row.type.empty()) << name;
         EXPECT_FALSE(row.default_value.empty()) << name << ": no documented default";
         EXPECT_FALSE(row.description.empty()) << name << ": no meaning documented";
-        if (row.key.rfind("handlers.", 0) != 0 && !row.key.empty()) {
+        // Handler and per-company keys are read from the file only.
+        if (row.key.rfind("handlers.", 0) != 0 && row.key.rfind("tenants.companies.", 0) != 0 && !row.key.empty()) {
             EXPECT_EQ(row.env.rfind("OUTBOX_", 0), 0u) << name << ": no OUTBOX_* variable";
         }
         EXPECT_NE(markdown.find("| " + (row.key.empty() ? std::string("—") : "`" + row.key + "`") + " |"),
@@ -1001,4 +1002,43 @@ TEST(Config, BadCommitGroupsAreRefusedInOneLineNamingTheKey) {
     EXPECT_TRUE(contains(scalar, "handlers.h.commit_group (from outboxd.yaml:3): expected a mapping")) << scalar;
     const std::string typo = error_of("handlers:\n  h:\n    commit_grup: {max_events: 8}\n");
     EXPECT_TRUE(contains(typo, "did you mean commit_group?")) << typo;
+}
+
+// tenants: a default cap (file or variable) and, per company, a cap and a weight.
+TEST(Config, TenantsAreReadFromTheFileAndTheDefaultCapFromItsVariable) {
+    const auto none = parse_config("", "outboxd.yaml", kNoEnv);
+    EXPECT_FALSE(none.tenants.default_max_concurrency) << "unlimited unless asked for";
+    EXPECT_TRUE(none.tenants.companies.empty());
+    const auto c = parse_config(
+        "tenants:\n  default_max_concurrency: 16\n  companies:\n    acme: {max_concurrency: 4, weight: 3}\n"
+        "    \"tenant 7\":\n      weight: 2\n    listed-only:\n",
+        "outboxd.yaml", kNoEnv);
+    EXPECT_EQ(c.tenants.default_max_concurrency, 16);
+    EXPECT_EQ(c.tenants.companies.at("acme").max_concurrency, 4);
+    EXPECT_EQ(c.tenants.companies.at("acme").weight, 3);
+    EXPECT_FALSE(c.tenants.companies.at("tenant 7").max_concurrency);
+    EXPECT_EQ(c.tenants.companies.at("tenant 7").weight, 2);
+    EXPECT_EQ(c.tenants.companies.at("listed-only"), outbox::config::TenantSettings{});
+    const auto env = parse_config("tenants:\n  default_max_concurrency: 16\n", "outboxd.yaml",
+                                  env_of({{"OUTBOX_TENANTS_DEFAULT_MAX_CONCURRENCY", "5"}}));
+    EXPECT_EQ(env.tenants.default_max_concurrency, 5);
+}
+
+TEST(Config, BadTenantSettingsAreRefusedInOneLineNamingTheKey) {
+    const std::string zero = error_of("tenants:\n  companies:\n    acme: {weight: 0}\n");
+    EXPECT_TRUE(contains(zero, R"(tenants.companies.acme.weight = "0")")) << zero;
+    EXPECT_TRUE(contains(zero, "from 1 to 1000")) << zero;
+    const std::string cap = error_of("tenants:\n  companies:\n    acme: {max_concurrency: -1}\n");
+    EXPECT_TRUE(contains(cap, R"(tenants.companies.acme.max_concurrency = "-1")")) << cap;
+    const std::string unknown = error_of("tenants:\n  companies:\n    acme: {wieght: 2}\n");
+    EXPECT_TRUE(contains(unknown, "tenants.companies.acme.wieght (from outboxd.yaml:3): unknown key")) << unknown;
+    EXPECT_TRUE(contains(unknown, "did you mean weight?")) << unknown;
+    const std::string section = error_of("tenants:\n  compnies: {}\n");
+    EXPECT_TRUE(contains(section, "did you mean companies?")) << section;
+    const std::string long_id = error_of("tenants:\n  companies:\n    " + std::string(101, 'x') + ": {weight: 2}\n");
+    EXPECT_TRUE(contains(long_id, "a company id is 1 to 100 printable characters")) << long_id;
+    const std::string scalar = error_of("tenants:\n  companies:\n    acme: 3\n");
+    EXPECT_TRUE(contains(scalar, "tenants.companies.acme (from outboxd.yaml:3): expected a mapping")) << scalar;
+    const std::string variable = error_of("", env_of({{"OUTBOX_TENANTS_DEFAULT_MAX_CONCURRENCY", "0"}}));
+    EXPECT_TRUE(contains(variable, "OUTBOX_TENANTS_DEFAULT_MAX_CONCURRENCY")) << variable;
 }

@@ -288,6 +288,36 @@ HandlerSettings read_handler(const FileReader& file, const std::string& path, co
     return settings;
 }
 
+// tenants.companies: a mapping of company ids, each a mapping of kTenantKeys (or empty).
+void read_companies(const FileReader& file, const std::string& path, const YAML::Node& key, const YAML::Node& value,
+                    Config& config) {
+    if (value.IsNull()) return;
+    file.require_map(path, key, value);
+    std::vector<std::string_view> allowed;
+    for (const auto& tenant_key : tenant_keys()) allowed.push_back(tenant_key.name);
+    file.each_entry(path, value, [&](const std::string& full, const std::string& company, const YAML::Node& company_key,
+                                     const YAML::Node& section) {
+        // The limits of event_publication.company_id: a longer name could never match an event.
+        const bool printable = std::all_of(company.begin(), company.end(), [](char c) {
+            return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+        });
+        if (company.empty() || company.size() > 100 || !printable) {
+            fail_at(full, file.origin(company_key), "a company id is 1 to 100 printable characters");
+        }
+        TenantSettings& settings = config.tenants.companies[company];
+        if (section.IsNull()) return;
+        file.require_map(full, company_key, section);
+        file.each_entry(full, section, [&](const std::string& setting_path, const std::string& name,
+                                           const YAML::Node& setting_key, const YAML::Node& setting_value) {
+            const auto keys = tenant_keys();
+            const auto found =
+                std::find_if(keys.begin(), keys.end(), [&](const TenantKey& k) { return k.name == name; });
+            if (found == keys.end()) fail_unknown(setting_path, name, file.origin(setting_key), allowed);
+            found->apply(settings, Value{setting_path, file.scalar(setting_path, setting_key, setting_value)});
+        });
+    });
+}
+
 class IgnoreEvents final : public YAML::EventHandler {
 public:
     void OnDocumentStart(const YAML::Mark&) override {}
@@ -353,9 +383,14 @@ void read_file(const FileReader& file, const YAML::Node& root, std::map<std::str
                 if (setting.key.substr(0, setting.key.find('.')) == section)
                     allowed.push_back(setting.key.substr(section.size() + 1));
             }
+            if (section == "tenants") allowed.push_back("companies");
             file.each_entry(
                 section, body,
                 [&](const std::string& full, const std::string& name, const YAML::Node& key, const YAML::Node& value) {
+                    if (full == "tenants.companies") {
+                        read_companies(file, full, key, value, config);
+                        return;
+                    }
                     if (full == "admin.jwt_secret") {
                         fail_at(full, file.origin(key),
                                 "secrets are never read from the configuration file; set " + std::string(kSecretEnv) +

@@ -60,6 +60,13 @@ struct HandlerSettings {
     bool operator==(const HandlerSettings&) const = default;
 };
 
+/// tenants.companies.<company_id>: one company's share of claims and its cap.
+struct TenantSettings {
+    std::optional<int> max_concurrency;  // its events in flight across the fleet; unset: the default cap
+    int weight = 1;                      // its share of each claim against the other companies with due events
+    bool operator==(const TenantSettings&) const = default;
+};
+
 struct Config {
     struct Database {
         std::string url;  // empty: libpq's defaults (PGHOST, PGDATABASE, ...)
@@ -139,6 +146,11 @@ struct Config {
         std::string format = "text";  // or "json"
         bool operator==(const Log&) const = default;
     } log;
+    struct Tenants {
+        std::optional<int> default_max_concurrency;  // unset: unlimited
+        std::map<std::string, TenantSettings> companies;
+        bool operator==(const Tenants&) const = default;
+    } tenants;
     std::map<std::string, HandlerSettings> handlers;
 
     /// Settings for `handler_name`, defaults when the file has no section for it.
@@ -176,7 +188,7 @@ struct SettingReference {
     std::string description;
 };
 
-/// Every key, in table order, then the handler keys and the environment-only secret.
+/// Every key, in table order, then the handler keys, the company keys and the environment-only secret.
 std::vector<SettingReference> settings_reference();
 
 /// The configuration reference in Markdown (`outboxd config reference`; docs/operations.md

@@ -62,6 +62,11 @@ std::vector<SettingReference> settings_reference() {
         if (handler_key.apply != nullptr) type = allowed_text<HandlerSettings>(key, handler_key.apply, handler_key.type);
         rows.push_back({key, "", type, std::string(handler_key.default_value), std::string(handler_key.description)});
     }
+    for (const auto& tenant_key : tenant_keys()) {
+        const std::string key = "tenants.companies.<company_id>." + std::string(tenant_key.name);
+        rows.push_back({key, "", allowed_text<TenantSettings>(key, tenant_key.apply, {}),
+                        std::string(tenant_key.default_value), std::string(tenant_key.description)});
+    }
     rows.push_back({"", std::string(kSecretEnv), "text, at least " + std::to_string(kMinSecretBytes) + " bytes",
                     "(none)", "the HS256 secret of admin tokens; from the environment only, never from the file"});
     return rows;

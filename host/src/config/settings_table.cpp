@@ -163,6 +163,10 @@ const std::array kSettings{
     Setting{"telemetry.service_name", "OUTBOX_TELEMETRY_SERVICE_NAME",
             [](Config& c, const Value& v) { c.telemetry.service_name = to_service_name(v); }, "outboxd",
             "the spans' `service.name`", "1 to 100 printable ASCII characters"},
+    Setting{"tenants.default_max_concurrency", "OUTBOX_TENANTS_DEFAULT_MAX_CONCURRENCY",
+            [](Config& c, const Value& v) { c.tenants.default_max_concurrency = to_int(v, 1, 100000); }, "(unlimited)",
+            "events of one company in flight **across the whole fleet**, for every company without its own "
+            "`max_concurrency` ([Fair tenants](#fair-tenants))"},
     Setting{"log.level", "OUTBOX_LOG_LEVEL",
             [](Config& c, const Value& v) {
                 c.log.level = to_choice(v, {"trace", "debug", "info", "warn", "error"});
@@ -214,10 +218,20 @@ const std::array kHandlerKeys{
                "how long the breaker stays open before one probe call, and again after a failed probe"},
 };
 
+const std::array kTenantKeys{
+    TenantKey{"max_concurrency",
+              [](TenantSettings& t, const Value& v) { t.max_concurrency = to_int(v, 1, 100000); },
+              "(= `tenants.default_max_concurrency`)", "this company's events in flight **across the whole fleet**"},
+    TenantKey{"weight", [](TenantSettings& t, const Value& v) { t.weight = to_int(v, 1, 1000); }, "1",
+              "this company's share of each claim, against the weights of the other companies with due events"},
+};
+
 }  // namespace
 
 std::span<const Setting> settings_table() { return kSettings; }
 
 std::span<const HandlerKey> handler_keys() { return kHandlerKeys; }
+
+std::span<const TenantKey> tenant_keys() { return kTenantKeys; }
 
 }  // namespace outbox::config

@@ -29,8 +29,8 @@ struct Setting {
 
 constexpr std::string_view kSecretEnv = "OUTBOX_ADMIN_JWT_SECRET";
 constexpr std::size_t kMinSecretBytes = 32;  // HS256 keys shorter than its 256-bit output are guessable offline
-constexpr std::array<std::string_view, 7> kSections{"database", "outbox", "plugins", "admin", "telemetry", "log",
-                                                    "handlers"};
+constexpr std::array<std::string_view, 8> kSections{"database", "outbox", "plugins", "admin", "telemetry", "log",
+                                                    "tenants", "handlers"};
 
 // The keys of a `handlers.<name>` section, declared like kSettings (file only, no variable).
 // `config` is a mapping handed to the plugin; `circuit_breaker` is a mapping of the keys
@@ -43,9 +43,19 @@ struct HandlerKey {
     std::string_view type = {};
 };
 
+// The keys of a `tenants.companies.<company_id>` section (file only, no variable).
+struct TenantKey {
+    std::string_view name;
+    void (*apply)(TenantSettings&, const Value&);
+    std::string_view default_value;
+    std::string_view description;
+};
+
 /// kSettings: every scalar key, in the order the reference lists them.
 std::span<const Setting> settings_table();
 /// kHandlerKeys: the keys of a `handlers.<name>` section, in reference order.
 std::span<const HandlerKey> handler_keys();
+/// kTenantKeys: the keys of a `tenants.companies.<company_id>` section, in reference order.
+std::span<const TenantKey> tenant_keys();
 
 }  // namespace outbox::config

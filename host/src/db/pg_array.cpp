@@ -36,4 +36,10 @@ std::string pg_array(const std::vector<std::optional<std::string>>& values) {
     return out;
 }
 
+std::string pg_array(const std::vector<int>& values) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < values.size(); ++i) text += (i == 0 ? "" : ",") + std::to_string(values[i]);
+    return text + "}";
+}
+
 }  // namespace outbox::db

@@ -11,5 +11,7 @@ namespace outbox::db {
 std::string pg_array(const std::vector<std::string>& values);
 /// The same with SQL NULL elements.
 std::string pg_array(const std::vector<std::optional<std::string>>& values);
+/// An integer array literal ('{1,2}').
+std::string pg_array(const std::vector<int>& values);
 
 }  // namespace outbox::db

@@ -64,4 +64,30 @@ pqxx::result exec_statement(pqxx::connection& conn, const std::string& name, con
     }
 }
 
+/// exec_statement inside a transaction that first runs `prelude` (a lock the statement's
+/// snapshot must come after); an empty prelude: exec_statement.
+template <class... Args>
+pqxx::result exec_statement_after(pqxx::connection& conn, const std::string& prelude, const std::string& name,
+                                  const std::string& sql, Args&&... args) {
+    if (prelude.empty()) return exec_statement(conn, name, sql, std::forward<Args>(args)...);
+    const ConnectionSettings settings = connection_settings();
+    pqxx::nontransaction tx(conn);
+    try {
+        // Inside the try: a failed BEGIN or prelude leaves an aborted transaction to roll back.
+        tx.exec("BEGIN; " + (settings.transaction_pooled ? local_settings_sql(settings) + "; " : std::string()) +
+                prelude);
+        pqxx::result rows = settings.transaction_pooled ? tx.exec_params(sql, std::forward<Args>(args)...)
+                                                        : tx.exec_prepared(name, std::forward<Args>(args)...);
+        tx.exec("COMMIT");
+        return rows;
+    } catch (...) {
+        try {
+            tx.exec("ROLLBACK");
+        } catch (...) {
+            // A broken connection ended the transaction with it; it is dropped anyway.
+        }
+        throw;
+    }
+}
+
 }  // namespace outbox::db

@@ -1,5 +1,7 @@
 #include "dispatch/runtime.hpp"
 
+#include <map>
+
 #include <unistd.h>
 
 #include "dispatch/heartbeat.hpp"
@@ -30,6 +32,12 @@ RuntimeOptions RuntimeOptions::from(const config::Config& config, const std::str
     o.session_url = config.database.session_url;
     o.pool_size = config.database.pool_size;
     o.telemetry = config.telemetry;
+    std::map<std::string, int> weights, caps;
+    for (const auto& [company, tenant] : config.tenants.companies) {
+        weights[company] = tenant.weight;
+        if (tenant.max_concurrency) caps[company] = *tenant.max_concurrency;
+    }
+    o.tenants = lease::tenant_shares_of(weights, caps, config.tenants.default_max_concurrency.value_or(0));
     return o;
 }
 

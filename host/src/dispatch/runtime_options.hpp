@@ -17,6 +17,8 @@ struct RuntimeOptions : config::Config::Outbox {
     int pool_size = 4;
     /// telemetry.*: with an OTLP endpoint the runtime exports spans of calls and claims.
     config::Config::Telemetry telemetry;
+    /// tenants.*: each claim's share per company and the fleet-wide caps.
+    lease::TenantShares tenants;
     /// This process's own: its claims record it, and only its own untracked leases are released.
     std::string incarnation = lease::new_incarnation();
 

@@ -51,6 +51,7 @@ struct Scheduler::Loop {
     // gives them back itself, after every outage and at every rescue interval. It is the
     // only thread that claims, so no claim of its own is in flight meanwhile.
     std::optional<std::string> claiming_since;  // server time before this process's first claim
+    lease::FairCursor fair;  // where the next normal claim starts among the companies
     std::chrono::steady_clock::time_point next_untracked_check;
     std::uint64_t recoveries_seen;
     // An idle pass waits at most this long, so the observer hears from the loop in time.
@@ -214,8 +215,9 @@ void Scheduler::claim_normal(Loop& loop, const Claimable& claimable, int free, c
             int left = room;
             const auto claim = [&](const std::vector<std::string>& claim_types, int limit) {
                 if (limit <= 0 || claim_types.empty()) return;
-                auto got = store.claim(claim_types, limit, loop.owner, options_.lease_duration);
-                more_due = more_due || static_cast<int>(got.size()) == limit;
+                auto got = store.claim(claim_types, limit, loop.owner, options_.lease_duration,
+                                       lease::ClaimKind::Normal, &options_.tenants, &loop.fair);
+                more_due = more_due || loop.fair.more_due;
                 left -= static_cast<int>(got.size());
                 for (auto& item : got) claimed.push_back(std::move(item));
             };
@@ -270,7 +272,10 @@ bool Scheduler::probe_breaker(Loop& loop, const routing::HandlerEntry& entry, co
                 if (!taken.token) return;
                 lease::LeaseStore store(conn);
                 if (!loop.claiming_since) loop.claiming_since = store.server_time();
-                if (!types.empty()) claimed = store.claim(types, 1, loop.owner, options_.lease_duration);
+                if (!types.empty()) {
+                    claimed = store.claim(types, 1, loop.owner, options_.lease_duration, lease::ClaimKind::Normal,
+                                          &options_.tenants, &loop.fair);
+                }
                 if (claimed.empty()) breakers_.release_probe(conn, entry.name, *taken.token);
             },
             stop)) {

@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
+#include <map>
 #include <random>
+#include <set>
 
 #include <pqxx/pqxx>
 
@@ -14,7 +17,7 @@ namespace outbox::lease {
 namespace {
 
 void prepare_once(pqxx::connection& conn) {
-    db::prepare_statement(conn, "outbox_claim", db::event_sql::kClaim);
+    db::prepare_statement(conn, "outbox_claim_fair", db::event_sql::kClaimFair);
     db::prepare_statement(conn, "outbox_claim_suspect", db::event_sql::kClaimSuspect);
     db::prepare_statement(conn, "outbox_finish", db::event_sql::kFinish);
     db::prepare_statement(conn, "outbox_extend", db::event_sql::kExtend);
@@ -53,17 +56,56 @@ std::string new_incarnation() {
 // it without BEGIN/COMMIT saves two round trips per claim, finish and heartbeat.
 LeaseStore::LeaseStore(pqxx::connection& conn) : conn_(conn) { prepare_once(conn_); }
 
+bool TenantShares::capped() const {
+    return default_cap > 0 || std::any_of(caps.begin(), caps.end(), [](int cap) { return cap > 0; });
+}
+
+TenantShares tenant_shares_of(const std::map<std::string, int>& weights, const std::map<std::string, int>& caps,
+                              int default_cap) {
+    TenantShares shares;
+    shares.default_cap = default_cap;
+    std::set<std::string> companies;
+    for (const auto& [company, weight] : weights) companies.insert(company);
+    for (const auto& [company, cap] : caps) companies.insert(company);
+    for (const auto& company : companies) {
+        const auto weight = weights.find(company);
+        const auto cap = caps.find(company);
+        shares.companies.push_back(company);
+        shares.weights.push_back(weight == weights.end() ? 1 : weight->second);
+        shares.caps.push_back(cap == caps.end() ? 0 : cap->second);
+    }
+    return shares;
+}
+
 std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& event_types, int limit,
                                             const LeaseOwner& owner, std::chrono::milliseconds lease,
-                                            ClaimKind kind) {
+                                            ClaimKind kind, const TenantShares* tenants, FairCursor* cursor) {
     std::vector<ClaimedEvent> claimed;
     if (event_types.empty() || limit <= 0) return claimed;
     const bool suspect = kind == ClaimKind::Suspect;
-    const pqxx::result rows = db::exec_statement(
-        conn_, suspect ? "outbox_claim_suspect" : "outbox_claim", suspect ? db::event_sql::kClaimSuspect : db::event_sql::kClaim,
-        db::pg_array(event_types), suspect ? 1 : limit, owner.host_id, static_cast<long long>(lease.count()),
-        owner.incarnation, time_);
+    static const TenantShares kEqual;
+    const TenantShares& shares = tenants != nullptr ? *tenants : kEqual;
+    const std::string after = cursor != nullptr ? cursor->after : std::string();
+    pqxx::result rows;
+    if (suspect) {
+        rows = db::exec_statement(conn_, "outbox_claim_suspect", db::event_sql::kClaimSuspect, db::pg_array(event_types),
+                                  1, owner.host_id, static_cast<long long>(lease.count()), owner.incarnation, time_);
+    } else {
+        // A cap is kept across the fleet by counting the company's PROCESSING events: claimers
+        // take turns under one transaction-scoped lock, and the claim's snapshot, taken after
+        // it, sees every earlier claim.
+        const bool capped = shares.capped();
+        rows = db::exec_statement_after(conn_, capped ? db::event_sql::kTenantCapLock : std::string(),
+                                        "outbox_claim_fair", db::event_sql::kClaimFair, db::pg_array(event_types),
+                                        limit, owner.host_id, static_cast<long long>(lease.count()),
+                                        owner.incarnation, time_, after, db::pg_array(shares.companies),
+                                        db::pg_array(shares.weights), db::pg_array(shares.caps), shares.default_cap,
+                                        capped);
+    }
     claimed.reserve(rows.size());
+    std::map<std::string, std::pair<int, int>> taken;  // company: (events, room)
+    int last_visit = 0;
+    std::string reached;
     for (const auto& row : rows) {
         ClaimedEvent item;
         item.event.id = row[0].c_str();
@@ -78,7 +120,25 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
         item.trace.traceparent = row[9].c_str();
         item.trace.tracestate = row[10].c_str();
         item.replay_handler = row[11].c_str();
+        if (!suspect) {
+            const int visit = row[12].as<int>();
+            auto& [count, room] = taken[item.event.company_id];
+            ++count;
+            room = row[13].as<int>();
+            if (visit > last_visit) {
+                last_visit = visit;
+                reached = item.event.company_id;
+            }
+        }
         claimed.push_back(std::move(item));
+    }
+    if (cursor != nullptr && !suspect) {
+        // Full when the limit was reached, or a company took all its room: more may be due.
+        cursor->more_due = static_cast<int>(claimed.size()) >= limit ||
+                           std::any_of(taken.begin(), taken.end(), [](const auto& entry) {
+                               return entry.second.first >= entry.second.second;
+                           });
+        if (!reached.empty()) cursor->after = reached;
     }
     return claimed;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -89,8 +90,28 @@ enum class ClaimKind {
     Suspect,  // one due RETRY_WAIT event whose previous host died mid-attempt (WORKER_LOST)
 };
 
+/// How claims share the fleet between companies (config tenants.*, docs/design.md "Fair
+/// tenants"). Companies not listed weigh 1 and are capped by `default_cap`.
+struct TenantShares {
+    std::vector<std::string> companies;
+    std::vector<int> weights;
+    std::vector<int> caps;  // 0: the default cap
+    int default_cap = 0;    // 0: unlimited
+    /// Whether any company is capped: claims then take the fleet's tenant lock.
+    [[nodiscard]] bool capped() const;
+};
+TenantShares tenant_shares_of(const std::map<std::string, int>& weights, const std::map<std::string, int>& caps,
+                              int default_cap);
+
+/// Where a host's next fair claim starts, and what its last one found.
+struct FairCursor {
+    std::string after;      // the company the previous claim reached; "": from the first
+    bool more_due = false;  // the last claim filled the limit or some company's share
+};
+
 /// Persists lease state with fenced SQL. Every method is one statement (atomic on its own)
-/// on the connection it was given; it prepares its statements on first use.
+/// on the connection it was given, except a claim while a company is capped (the fleet's
+/// tenant lock, then the claim, in one transaction); it prepares its statements on first use.
 /// Not thread-safe: one LeaseStore per connection/thread.
 class LeaseStore {
 public:
@@ -100,8 +121,11 @@ public:
     /// SKIP LOCKED: attempt_count + 1, a new lease_token, lease_expires_at = now + lease.
     /// Commits before returning, so no lock is held while handlers run.
     /// Suspects are never part of a Normal claim; a Suspect claim takes at most one.
+    /// A Normal claim is fair between companies (event_sql::kClaimFair): without `tenants`,
+    /// every company weighs 1 and none is capped; without `cursor`, it starts at the first.
     std::vector<ClaimedEvent> claim(const std::vector<std::string>& event_types, int limit, const LeaseOwner& owner,
-                                    std::chrono::milliseconds lease, ClaimKind kind = ClaimKind::Normal);
+                                    std::chrono::milliseconds lease, ClaimKind kind = ClaimKind::Normal,
+                                    const TenantShares* tenants = nullptr, FairCursor* cursor = nullptr);
 
     /// Applies a batch of attempt outcomes in one statement. Returns the lease tokens whose
     /// fenced update applied; the others had lost their lease and were left untouched.
