@@ -179,6 +179,9 @@
     } else if (hash === '#/replay') {
       name = 'replay';
       renderReplay();
+    } else if (hash === '#/jobs') {
+      name = 'jobs';
+      renderJobs();
     } else if (hash === '#/fleet') {
       name = 'fleet';
       renderFleet();
@@ -548,7 +551,8 @@
         return false;
       }
       const d = job.data;
-      progress.textContent = words.running + ' ' + d.done + ' of ' + d.total + ' done' + (d.failed ? ', ' + d.failed + ' failed' : '') + '.';
+      progress.textContent = words.running + ' ' + d.done + ' of ' + d.total + ' done' + (d.failed ? ', ' + d.failed + ' failed' : '') +
+        ' (job ' + started.data.operation_id + ').';
       if (d.state !== 'running') {
         const ok = d.state === 'done';
         showAnswer(result, ok ? { ok: true, data: d } : { ok: false, code: 'OPERATION_' + d.state.toUpperCase(), message: words.stopped(d) },
@@ -705,6 +709,94 @@
           running: 'Replaying…',
           done: (x) => 'Replayed: ' + x.done + ' event(s) are PENDING for ' + body.handler + ' again.',
           stopped: (x) => x.done + ' event(s) were replayed before it stopped.',
+        }));
+    });
+  }
+
+  // --- Jobs: re-drive, discard or cancel over any filter ---------------------------------
+
+  // The statuses each action takes (POST /api/v1/admin/operations); the first is the default.
+  const JOB_ACTIONS = {
+    redrive: { verb: 'Re-drive', statuses: ['REVIEW_REQUIRED'], done: 'are PENDING again', running: 'Re-driving…' },
+    discard: { verb: 'Discard', statuses: ['REVIEW_REQUIRED', 'PENDING', 'RETRY_WAIT'], done: 'are DISCARDED', running: 'Discarding…' },
+    cancel: { verb: 'Cancel', statuses: ['PENDING', 'RETRY_WAIT'], done: 'are DISCARDED', running: 'Cancelling…' },
+  };
+
+  // Any filter the API takes, a dry run that counts first, the confirmation, then the job's
+  // progress until it is over (`outboxd operations cancel ID` or the API stops it).
+  function renderJobs() {
+    if (!isAdmin()) {
+      page('page-jobs', 'Jobs', el('p', { id: 'jobs-not-admin', class: 'hint', text: 'Only an ADMIN of a company can start jobs.' }));
+      return;
+    }
+    const field = (id, label, input, hint) => el('div', {}, el('label', { for: id, text: label }), input,
+      hint ? el('p', { class: 'hint', id: id + '-hint', text: hint }) : null);
+    const text = (id, name) => el('input', { id: id, name: name, type: 'text', spellcheck: 'false' });
+    const action = el('select', { id: 'jobs-action', name: 'action' },
+      Object.entries(JOB_ACTIONS).map(([value, a]) => el('option', { value: value, text: a.verb })));
+    const status = el('select', { id: 'jobs-status', name: 'status' });
+    const fillStatuses = () => {
+      const statuses = JOB_ACTIONS[action.value].statuses;
+      status.replaceChildren(el('option', { value: '', text: statuses.length > 1 ? 'any of ' + statuses.join(', ') : statuses[0] }),
+        ...(statuses.length > 1 ? statuses.map((x) => el('option', { value: x, text: x })) : []));
+    };
+    fillStatuses();
+    const eventType = text('jobs-event-type', 'event_type');
+    const code = text('jobs-error-code', 'last_error_code');
+    const aggregate = text('jobs-aggregate-key', 'aggregate_key');
+    const handler = text('jobs-handler', 'handler');
+    const after = el('input', { id: 'jobs-after', name: 'occurred_after', type: 'datetime-local', 'aria-describedby': 'jobs-after-hint' });
+    const before = el('input', { id: 'jobs-before', name: 'occurred_before', type: 'datetime-local' });
+    const reason = reasonField('jobs');
+    const formError = el('p', { id: 'jobs-error', class: 'error', role: 'alert', hidden: true });
+    const count = el('button', { type: 'button', id: 'jobs-count', text: 'Count events' });
+    const confirmBox = el('div', { id: 'jobs-confirm-box' });
+    const result = el('div', { id: 'jobs-result', 'aria-live': 'polite' });
+    page('page-jobs', 'Jobs',
+      el('p', { class: 'hint', text: 'Re-drive, discard or cancel every event of company ' + state.me.company_id +
+        ' that a filter matches, however many: counted first, then worked in batches by the hosts, one history and audit row per event.' }),
+      el('div', { id: 'jobs-form' },
+        field('jobs-action', 'Action', action),
+        field('jobs-status', 'Status', status),
+        field('jobs-event-type', 'Event type', eventType),
+        field('jobs-error-code', 'Last error code', code),
+        field('jobs-aggregate-key', 'Aggregate key', aggregate),
+        field('jobs-handler', 'Not yet consumed by handler', handler),
+        field('jobs-after', 'Occurred at or after', after, 'Times in your time zone. Give at least one filter.'),
+        field('jobs-before', 'Occurred before', before),
+        reason.node),
+      count, formError, confirmBox, result);
+    const showError = (problem) => {
+      formError.textContent = problem || '';
+      formError.hidden = !problem;
+      return !problem;
+    };
+    action.addEventListener('change', () => {
+      fillStatuses();
+      confirmBox.replaceChildren();
+    });
+    for (const input of [eventType, code, aggregate, handler, reason.input]) input.addEventListener('input', () => showError(null));
+    count.addEventListener('click', async () => {
+      confirmBox.replaceChildren();
+      const filter = {};
+      if (status.value) filter.status = status.value;
+      if (eventType.value.trim()) filter.event_type = eventType.value.trim();
+      if (code.value.trim()) filter.last_error_code = code.value.trim();
+      if (aggregate.value.trim()) filter.aggregate_key = aggregate.value.trim();
+      if (handler.value.trim()) filter.handler = handler.value.trim();
+      if (after.value) filter.occurred_after = new Date(after.value).toISOString();
+      if (before.value) filter.occurred_before = new Date(before.value).toISOString();
+      const problem = Object.keys(filter).length === 0 ? 'Give at least one filter: a job over every event is never what you meant.'
+        : reason.check();
+      if (!showError(problem)) return;
+      const chosen = JOB_ACTIONS[action.value];
+      const body = { action: action.value, filter: filter, reason: reason.input.value.trim(), dry_run: true };
+      await previewJob(body, result, confirmBox, 'jobs', chosen.verb,
+        (n) => n + ' event(s) match now. ' + chosen.verb + ' them all?',
+        () => runJob(Object.assign({}, body, { dry_run: false }), result, {
+          running: chosen.running,
+          done: (x) => chosen.verb + ': ' + x.done + ' event(s) ' + chosen.done + '.',
+          stopped: (x) => x.done + ' event(s) were done before it stopped.',
         }));
     });
   }

@@ -8,9 +8,9 @@ host's: a bad token, ADMIN (overview equal to the database, re-drive a review gr
 watch it complete, reasons refused by the page and by the API, discard an event, its
 history, a group without an error code re-driven alone, a group larger than one bulk
 request re-driven whole, a replay of our completed events for the one handler, counted
-first), a platform role (handler
+first, a job cancelling every event a filter matches, counted first), a platform role (handler
 mismatches highlighted, pause and resume a handler on the fleet page), VIEWER (no action
-buttons, no replay page, a forged action refused by the API), another company's ADMIN (none of our
+buttons, no replay or jobs page, a forged action refused by the API), another company's ADMIN (none of our
 events) and a company without events (the empty states). Full-page screenshots go to
 --artifacts. Every process it starts is stopped by pid.
 """
@@ -635,6 +635,38 @@ def run(args, workdir):
         wait_for('the replayed events to complete',
                  lambda: int(db.sql("SELECT count(*) FROM event_publication WHERE replay_handler = 'scripted' "
                                     "AND status = 'COMPLETED'")) == replayable, timeout=120)
+
+        # A job over a filter: cancel every PENDING event of a type no host handles, counted first.
+        orphans = 45
+        db.sql("SELECT count(outbox_publish('%s', 'OrphanStep', '{}'::jsonb)) FROM generate_series(1, %d)" % (OURS, orphans))
+        db.sql("SELECT outbox_publish('%s', 'OrphanStep', '{}'::jsonb)" % THEIRS)
+        check(browser.find('#nav-jobs').is_displayed(), 'an ADMIN has the jobs page in the navigation')
+        browser.go(host.base + '/console/#/jobs')
+        browser.wait_visible('#jobs-action', 'the jobs form')
+        Select(browser.find('#jobs-action')).select_by_value('cancel')
+        browser.find('#jobs-reason').send_keys('the OrphanStep producer was removed in release 2.0')
+        browser.find('#jobs-count').click()
+        error = wait_for('the page asks for a filter', lambda: browser.visible('#jobs-error'))
+        check('at least one filter' in error.text, 'a job without a filter is refused by the page: %r' % error.text)
+        Select(browser.find('#jobs-status')).select_by_value('PENDING')
+        browser.find('#jobs-event-type').send_keys('OrphanStep')
+        browser.screenshot('jobs-form')
+        browser.screenshot('jobs-form-390px', width=390)
+        browser.find('#jobs-count').click()
+        preview = wait_for('the job\'s dry run', lambda: browser.visible('#jobs-preview [data-field="count"]'))
+        check(preview.text.startswith('%d event(s)' % orphans), 'the dry run counts ours only: %r' % preview.text)
+        pending_orphans = lambda: int(db.sql("SELECT count(*) FROM event_publication WHERE event_type = 'OrphanStep' "
+                                             "AND status = 'PENDING'"))
+        check(pending_orphans() == orphans + 1, 'the dry run changes nothing')
+        browser.find('#jobs-confirm').click()
+        answer = wait_for('the job\'s answer', lambda: browser.visible('#jobs-result [data-outcome="ok"]'), timeout=60)
+        check(answer.text.startswith('Cancel: %d event(s) are DISCARDED' % orphans), 'the job is over: %r' % answer.text)
+        check(int(db.sql("SELECT count(*) FROM event_publication WHERE event_type = 'OrphanStep' AND company_id = '%s' "
+                         "AND status = 'DISCARDED'" % OURS)) == orphans, 'every counted event is discarded')
+        check(pending_orphans() == 1, "another company's event is untouched")
+        check(int(db.sql("SELECT count(*) FROM audit_event a JOIN event_publication e ON e.event_id::text = a.target_id "
+                         "WHERE e.event_type = 'OrphanStep'")) >= orphans, 'an audit row per event')
+        browser.screenshot('jobs-done-390px', width=390)
         sign_out(browser)
 
         # A platform role: pause and resume a handler on the fleet page.
@@ -800,6 +832,10 @@ def review_group_without_actions(browser, host, who):
     browser.go(host.base + '/console/#/replay')
     browser.wait_visible('#replay-not-admin', who + ' on the replay page')
     check(not browser.find_all('#replay-handler'), '%s gets no replay form' % who)
+    check(not browser.find('#nav-jobs').is_displayed(), '%s has no jobs page in the navigation' % who)
+    browser.go(host.base + '/console/#/jobs')
+    browser.wait_visible('#jobs-not-admin', who + ' on the jobs page')
+    check(not browser.find_all('#jobs-action'), '%s gets no jobs form' % who)
     browser.go(host.base + '/console/#/review')
     wait_for(who + ' review groups', lambda: group_row(browser, 'TestRequested', 'HTTP_422'))
     group_row(browser, 'TestRequested', 'HTTP_422').find_element(browser.By.CSS_SELECTOR, '[data-action="show-group"]').click()
