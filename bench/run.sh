@@ -356,6 +356,15 @@ fi
 
 # ---- delay accuracy: delayed events coming due while a backlog drains ---------------------
 
+# wait_completed KEY: until every event of bench_run is COMPLETED (at most drain_timeout).
+wait_completed() {
+  local deadline=$((SECONDS + drain_timeout))
+  until [[ $(sql bench_run "SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'") == 0 ]]; do
+    ((SECONDS < deadline)) || { log "$1: events still unfinished after ${drain_timeout}s"; break; }
+    sleep 0.2
+  done
+}
+
 # outboxd_delay KEY BACKLOG: BACKLOG events are waiting and D delayed events (published in
 # one transaction through outbox_publish(..., deliver_after => ...)) come due one by one over
 # the next few seconds; one host with its defaults drains both. Lateness = handler start −
@@ -363,7 +372,7 @@ fi
 # claimed in due-time order with everything else, so behind a backlog its lateness is the
 # time the host needs for the events that were due before it. "early" must be 0.
 outboxd_delay() {
-  local key=$1 backlog=$2 starts config due line deadline
+  local key=$1 backlog=$2 starts config due line
   fresh_db bench_run bench_template
   starts=$work/$key-$run.starts
   config=$work/$key.yaml
@@ -374,11 +383,7 @@ outboxd_delay() {
                  FROM generate_series(1, $delay_events) AS i" >/dev/null
   start_hosts "$key" bench_run latency 1 --config "$config"
   touch "$starts"
-  deadline=$((SECONDS + drain_timeout))
-  until [[ $(sql bench_run "SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'") == 0 ]]; do
-    ((SECONDS < deadline)) || { log "$key: events still unfinished after ${drain_timeout}s"; break; }
-    sleep 0.2
-  done
+  wait_completed "$key"
   stop_hosts
   due=$work/$key-$run.due
   sql bench_run "SELECT event_id, (extract(epoch FROM deliver_after) * 1000000)::bigint FROM event_publication
@@ -406,7 +411,7 @@ tenants_seconds=30
 # span of their handler starts; tenant-b's delay is handler start − publication (one machine,
 # one clock).
 outboxd_tenants() {
-  local key=$1 trickle=$2 starts config commits companies a_line b_line deadline
+  local key=$1 trickle=$2 starts config commits companies a_line b_line
   fresh_db bench_run bench_template
   starts=$work/$key-$run.starts
   commits=$work/$key-$run.commits
@@ -422,11 +427,7 @@ outboxd_tenants() {
     "$tool" publish --url "$base/bench_run" --type BenchLatency --company tenant-b --rate 20 \
       --seconds "$tenants_seconds" --commits "$commits" >/dev/null
   fi
-  deadline=$((SECONDS + drain_timeout))
-  until [[ $(sql bench_run "SELECT count(*) FROM event_publication WHERE status <> 'COMPLETED'") == 0 ]]; do
-    ((SECONDS < deadline)) || { log "$key: events still unfinished after ${drain_timeout}s"; break; }
-    sleep 0.2
-  done
+  wait_completed "$key"
   stop_hosts
   sql bench_run "SELECT event_id, company_id FROM event_publication" >"$companies"
   a_line=$(awk -F'[| ]' 'NR == FNR { company[$1] = $2; next }

@@ -11,8 +11,9 @@
 --
 -- outbox_publish() gains a sixth parameter, deliver_after timestamptz DEFAULT NULL. Adding a
 -- parameter makes a new function: CREATE OR REPLACE would leave two overloads and every call
--- with 3 to 5 arguments would become ambiguous. So the function is dropped and created again
--- in this one transaction, with the old function's EXECUTE grants copied onto the new one,
+-- with 3 to 5 arguments would become ambiguous. So the old function is renamed out of the
+-- way (outbox_publish_superseded_v18) and the new one created in this one transaction, with
+-- the old function's EXECUTE grants copied onto the new one,
 -- SECURITY DEFINER and the pinned search_path as before. Positional calls with 3, 4 or 5
 -- arguments and named calls (p_aggregate_key => ..., p_dedup_key => ...) resolve to it
 -- unchanged, and so do statements publishers prepared before (PostgreSQL re-plans them).
@@ -32,7 +33,10 @@ CREATE TEMPORARY TABLE outbox_publish_acl ON COMMIT DROP AS
     LEFT JOIN LATERAL pg_catalog.aclexplode(p.proacl) a ON a.privilege_type = 'EXECUTE'
     WHERE p.oid = 'outbox_publish(text, text, jsonb, text, text)'::pg_catalog.regprocedure;
 
-DROP FUNCTION outbox_publish(text, text, jsonb, text, text);
+-- Renamed, not dropped: a publisher whose statement resolved the old function just before
+-- this commit still runs it, where a dropped function fails its call ("cache lookup failed
+-- for function"). Nothing calls it by its new name.
+ALTER FUNCTION outbox_publish(text, text, jsonb, text, text) RENAME TO outbox_publish_superseded_v18;
 
 -- V16's outbox_publish with deliver_after. The parameter is named as the contract spells it
 -- (no p_ prefix) and is written outbox_publish.deliver_after in the body, apart from the

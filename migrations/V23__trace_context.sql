@@ -16,8 +16,9 @@
 -- 512 printable ASCII characters (the length W3C asks every participant to pass on). Both
 -- are opaque: no host logs them or shows them in an error.
 --
--- outbox_publish() gains two parameters, so, as in V19, it is dropped and created again in
--- this transaction with its EXECUTE grants copied; calls with up to six arguments and
+-- outbox_publish() gains two parameters, so, as in V19, the old one is renamed out of the
+-- way (outbox_publish_superseded_v22) and the new one created in this transaction with its
+-- EXECUTE grants copied; calls with up to six arguments and
 -- named calls resolve to the new function unchanged.
 --
 -- Online: the ALTER TABLE adds two nullable columns without default (no rewrite, no scan)
@@ -57,7 +58,8 @@ CREATE TEMPORARY TABLE outbox_publish_acl ON COMMIT DROP AS
     LEFT JOIN LATERAL pg_catalog.aclexplode(p.proacl) a ON a.privilege_type = 'EXECUTE'
     WHERE p.oid = 'outbox_publish(text, text, jsonb, text, text, timestamptz)'::pg_catalog.regprocedure;
 
-DROP FUNCTION outbox_publish(text, text, jsonb, text, text, timestamptz);
+-- Renamed, not dropped, as in V19: a call resolved just before this commit still runs.
+ALTER FUNCTION outbox_publish(text, text, jsonb, text, text, timestamptz) RENAME TO outbox_publish_superseded_v22;
 
 -- V19's outbox_publish with the trace context.
 CREATE FUNCTION outbox_publish(

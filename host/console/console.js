@@ -372,6 +372,31 @@
     };
   }
 
+  // A labelled form control with an optional hint (`<id>-hint`).
+  function formField(id, label, input, hint) {
+    return el('div', {}, el('label', { for: id, text: label }), input,
+      hint ? el('p', { class: 'hint', id: id + '-hint', text: hint }) : null);
+  }
+
+  // A job page (replay, jobs): its intro, fields and reason, the count button, the form's
+  // error, the confirmation box and the result, with ids `<prefix>-form`, `-count`, `-error`,
+  // `-confirm-box` and `-result`. showError(problem) shows or clears the form's error and
+  // says whether there was none.
+  function jobPage(prefix, title, intro, fields, reason) {
+    const formError = el('p', { id: prefix + '-error', class: 'error', role: 'alert', hidden: true });
+    const count = el('button', { type: 'button', id: prefix + '-count', text: 'Count events' });
+    const confirmBox = el('div', { id: prefix + '-confirm-box' });
+    const result = el('div', { id: prefix + '-result', 'aria-live': 'polite' });
+    page('page-' + prefix, title, el('p', { class: 'hint', text: intro }),
+      el('div', { id: prefix + '-form' }, ...fields, reason.node), count, formError, confirmBox, result);
+    const showError = (problem) => {
+      formError.textContent = problem || '';
+      formError.hidden = !problem;
+      return !problem;
+    };
+    return { count, confirmBox, result, showError };
+  }
+
   function showAnswer(box, answer, success) {
     if (answer.ok) {
       box.replaceChildren(el('p', { class: 'ok answer', 'data-outcome': 'ok', text: success(answer.data) }));
@@ -661,8 +686,6 @@
       page('page-replay', 'Replay', el('p', { id: 'replay-not-admin', class: 'hint', text: 'Only an ADMIN of a company can replay events.' }));
       return;
     }
-    const field = (id, label, input, hint) => el('div', {}, el('label', { for: id, text: label }), input,
-      hint ? el('p', { class: 'hint', id: id + '-hint', text: hint }) : null);
     const handler = el('input', { id: 'replay-handler', name: 'handler', type: 'text', spellcheck: 'false',
       'aria-describedby': 'replay-handler-hint' });
     const eventType = el('input', { id: 'replay-event-type', name: 'event_type', type: 'text', spellcheck: 'false' });
@@ -672,26 +695,15 @@
     const after = el('input', { id: 'replay-after', name: 'occurred_after', type: 'datetime-local',
       'aria-describedby': 'replay-after-hint' });
     const reason = reasonField('replay');
-    const formError = el('p', { id: 'replay-error', class: 'error', role: 'alert', hidden: true });
-    const count = el('button', { type: 'button', id: 'replay-count', text: 'Count events' });
-    const confirmBox = el('div', { id: 'replay-confirm-box' });
-    const result = el('div', { id: 'replay-result', 'aria-live': 'polite' });
-    page('page-replay', 'Replay',
-      el('p', { class: 'hint', text: 'Run COMPLETED or DISCARDED events of company ' + state.me.company_id +
+    const { count, confirmBox, result, showError } = jobPage('replay', 'Replay',
+      'Run COMPLETED or DISCARDED events of company ' + state.me.company_id +
         ' again for one handler only, after a fix or to backfill a handler added later. The handler is told it is a replay; ' +
-        'the other handlers of the events are not called.' }),
-      el('div', { id: 'replay-form' },
-        field('replay-handler', 'Handler (required)', handler, 'Its name as the fleet lists it, e.g. mission-log-forwarding.'),
-        field('replay-event-type', 'Event type (required)', eventType),
-        field('replay-status', 'Status', status),
-        field('replay-after', 'Occurred at or after (optional)', after, 'In your time zone.'),
-        reason.node),
-      count, formError, confirmBox, result);
-    const showError = (problem) => {
-      formError.textContent = problem || '';
-      formError.hidden = !problem;
-      return !problem;
-    };
+        'the other handlers of the events are not called.',
+      [formField('replay-handler', 'Handler (required)', handler, 'Its name as the fleet lists it, e.g. mission-log-forwarding.'),
+        formField('replay-event-type', 'Event type (required)', eventType),
+        formField('replay-status', 'Status', status),
+        formField('replay-after', 'Occurred at or after (optional)', after, 'In your time zone.')],
+      reason);
     for (const input of [handler, eventType, reason.input]) input.addEventListener('input', () => showError(null));
     count.addEventListener('click', async () => {
       confirmBox.replaceChildren();
@@ -729,8 +741,6 @@
       page('page-jobs', 'Jobs', el('p', { id: 'jobs-not-admin', class: 'hint', text: 'Only an ADMIN of a company can start jobs.' }));
       return;
     }
-    const field = (id, label, input, hint) => el('div', {}, el('label', { for: id, text: label }), input,
-      hint ? el('p', { class: 'hint', id: id + '-hint', text: hint }) : null);
     const text = (id, name) => el('input', { id: id, name: name, type: 'text', spellcheck: 'false' });
     const action = el('select', { id: 'jobs-action', name: 'action' },
       Object.entries(JOB_ACTIONS).map(([value, a]) => el('option', { value: value, text: a.verb })));
@@ -748,29 +758,18 @@
     const after = el('input', { id: 'jobs-after', name: 'occurred_after', type: 'datetime-local', 'aria-describedby': 'jobs-after-hint' });
     const before = el('input', { id: 'jobs-before', name: 'occurred_before', type: 'datetime-local' });
     const reason = reasonField('jobs');
-    const formError = el('p', { id: 'jobs-error', class: 'error', role: 'alert', hidden: true });
-    const count = el('button', { type: 'button', id: 'jobs-count', text: 'Count events' });
-    const confirmBox = el('div', { id: 'jobs-confirm-box' });
-    const result = el('div', { id: 'jobs-result', 'aria-live': 'polite' });
-    page('page-jobs', 'Jobs',
-      el('p', { class: 'hint', text: 'Re-drive, discard or cancel every event of company ' + state.me.company_id +
-        ' that a filter matches, however many: counted first, then worked in batches by the hosts, one history and audit row per event.' }),
-      el('div', { id: 'jobs-form' },
-        field('jobs-action', 'Action', action),
-        field('jobs-status', 'Status', status),
-        field('jobs-event-type', 'Event type', eventType),
-        field('jobs-error-code', 'Last error code', code),
-        field('jobs-aggregate-key', 'Aggregate key', aggregate),
-        field('jobs-handler', 'Not yet consumed by handler', handler),
-        field('jobs-after', 'Occurred at or after', after, 'Times in your time zone. Give at least one filter.'),
-        field('jobs-before', 'Occurred before', before),
-        reason.node),
-      count, formError, confirmBox, result);
-    const showError = (problem) => {
-      formError.textContent = problem || '';
-      formError.hidden = !problem;
-      return !problem;
-    };
+    const { count, confirmBox, result, showError } = jobPage('jobs', 'Jobs',
+      'Re-drive, discard or cancel every event of company ' + state.me.company_id +
+        ' that a filter matches, however many: counted first, then worked in batches by the hosts, one history and audit row per event.',
+      [formField('jobs-action', 'Action', action),
+        formField('jobs-status', 'Status', status),
+        formField('jobs-event-type', 'Event type', eventType),
+        formField('jobs-error-code', 'Last error code', code),
+        formField('jobs-aggregate-key', 'Aggregate key', aggregate),
+        formField('jobs-handler', 'Not yet consumed by handler', handler),
+        formField('jobs-after', 'Occurred at or after', after, 'Times in your time zone. Give at least one filter.'),
+        formField('jobs-before', 'Occurred before', before)],
+      reason);
     action.addEventListener('change', () => {
       fillStatuses();
       confirmBox.replaceChildren();

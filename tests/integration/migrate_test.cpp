@@ -537,7 +537,7 @@ TEST(Migrate, FunctionsCaptureTheTargetSchemaWithPgTempLast) {
               "search_path=public, pg_temp");
 }
 
-// V19 replaces outbox_publish with a six-parameter function (drop and create: a second
+// V19 replaces outbox_publish with a six-parameter function (the old one renamed away: a second
 // overload would make 5-argument calls ambiguous). A role granted EXECUTE on the old one by
 // hand, not through migrate's stored roles, may still publish; PUBLIC still may not.
 TEST(Migrate, DelayedEventsMigrationKeepsTheGrantsOfOutboxPublish) {

@@ -70,6 +70,23 @@ inline const std::string kAggregateHeadFilter =
     "\n      AND (aggregate_seq IS NULL OR NOT EXISTS (SELECT 1 FROM event_publication earlier WHERE " +
     holds_back("earlier", "event_publication") + "))\n";
 
+// Every claim ends alike: its `due` rows become PROCESSING with a new lease (the claimed
+// CTE), and the claimed events are read back (the SELECT list; the caller adds its FROM).
+inline const std::string kClaimed = R"SQL(), claimed AS (
+    UPDATE event_publication e
+    SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
+        lease_incarnation = nullif($5, ''), lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
+        version = e.version + 1, updated_at = now()
+    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM due))
+    RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
+              e.lease_token, e.occurred_at, e.version, e.traceparent, e.tracestate, e.replay_handler
+)
+SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
+       c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
+       CASE WHEN c.version <= 2 AND c.attempt_count <= 1 THEN NULL
+            ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END,
+       coalesce(c.traceparent, ''), coalesce(c.tracestate, ''), coalesce(c.replay_handler, ''))SQL";
+
 // Claim: the due-row CTE walks a partial index in next_attempt_at order and skips rows
 // another host has locked; attempt_count is counted here so a crash still counts. The
 // update finds the locked rows by key (= ANY of their ids), never by a join the planner
@@ -89,23 +106,8 @@ WITH due AS (
     ORDER BY next_attempt_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE event_publication e
-    SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
-        lease_incarnation = nullif($5, ''), lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
-        version = e.version + 1, updated_at = now()
-    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM due))
-    RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
-              e.lease_token, e.occurred_at, e.version, e.traceparent, e.tracestate, e.replay_handler
-)
-SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
-       c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
-       CASE WHEN c.version <= 2 AND c.attempt_count <= 1 THEN NULL
-            ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END,
-       coalesce(c.traceparent, ''), coalesce(c.tracestate, ''), coalesce(c.replay_handler, '')
-FROM claimed c
 )SQL";
-    return sql;
+    return sql + kClaimed + "\nFROM claimed c\n";
 }
 
 }  // namespace detail
@@ -177,20 +179,7 @@ WITH RECURSIVE walk(company_id, n) AS (
         FOR UPDATE SKIP LOCKED) d
     WHERE s.room > 0
     LIMIT $2
-), claimed AS (
-    UPDATE event_publication e
-    SET status = 'PROCESSING', attempt_count = e.attempt_count + 1, lease_owner = $3,
-        lease_incarnation = nullif($5, ''), lease_token = gen_random_uuid(), lease_expires_at = now() + $4::bigint * interval '1 millisecond',
-        version = e.version + 1, updated_at = now()
-    WHERE e.event_id = ANY (ARRAY(SELECT event_id FROM due))
-    RETURNING e.event_id, e.event_type, e.company_id, e.aggregate_key, e.payload, e.attempt_count,
-              e.lease_token, e.occurred_at, e.version, e.traceparent, e.tracestate, e.replay_handler
-)
-SELECT c.event_id::text, c.event_type, c.company_id, coalesce(c.aggregate_key, ''), c.payload::text,
-       c.attempt_count, c.lease_token::text, (extract(epoch FROM c.occurred_at) * 1000000)::bigint,
-       CASE WHEN c.version <= 2 AND c.attempt_count <= 1 THEN NULL
-            ELSE (SELECT string_agg(handler_name, ',') FROM event_consumption ec WHERE ec.event_id = c.event_id) END,
-       coalesce(c.traceparent, ''), coalesce(c.tracestate, ''), coalesce(c.replay_handler, ''), d.n, d.room
+)SQL" + detail::kClaimed + R"SQL(, d.n, d.room
 FROM claimed c JOIN due d ON d.event_id = c.event_id
 )SQL", 6);
 
