@@ -432,7 +432,7 @@ outboxd_tenants() {
   sql bench_run "SELECT event_id, company_id FROM event_publication" >"$companies"
   a_line=$(awk -F'[| ]' 'NR == FNR { company[$1] = $2; next }
       company[$1] == "tenant-a" { n++; if (min == "" || $3 < min) min = $3; if ($3 > max) max = $3 }
-      END { printf "tenant-a: %d events at %.0f events/s", n, max > min ? n / ((max - min) / 1e6) : 0 }' \
+      END { printf "tenant-a: %d events at %.0f events/s", n, (max > min ? n / ((max - min) / 1e6) : 0) }' \
     "$companies" "$starts")
   b_line=$(awk -F'[| ]' 'NR == FNR { company[$1] = $2; next } company[$1] == "tenant-b" { print ($3 - $2) / 1000 }' \
     "$companies" "$starts" | sort -n | awk '{ v[NR] = $1 }
