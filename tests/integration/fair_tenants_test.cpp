@@ -20,9 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Fair claims with every company at weight 1 and no cap (a tenants section that names nothing).
-const lease::TenantShares kFair{{}, {}, {}, 0, true};
-
 class FairClaims : public ::testing::Test {
 protected:
     void publish(const std::string& company, int count) {
@@ -46,7 +43,7 @@ TEST_F(FairClaims, AClaimIsSharedBetweenCompaniesByWeightWhateverTheirBacklog) {
     publish("small", 100);
     auto conn = bookkeeping_connection(db_.url());
     lease::LeaseStore store(*conn);
-    const auto equal = store.claim({"TestRequested"}, 20, {"h", ""}, 30s, lease::ClaimKind::Normal, &kFair);
+    const auto equal = store.claim({"TestRequested"}, 20, {"h", ""}, 30s);
     EXPECT_EQ(of(equal, "big"), 10);
     EXPECT_EQ(of(equal, "small"), 10);
 
@@ -63,10 +60,10 @@ TEST_F(FairClaims, ALeftoverShareIsNotLostAndADrainedQueueSaysSo) {
     auto conn = bookkeeping_connection(db_.url());
     lease::LeaseStore store(*conn);
     lease::FairCursor cursor;
-    EXPECT_EQ(store.claim({"TestRequested"}, 20, {"h", ""}, 30s, lease::ClaimKind::Normal, &kFair, &cursor).size(), 7U);
+    EXPECT_EQ(store.claim({"TestRequested"}, 20, {"h", ""}, 30s, lease::ClaimKind::Normal, nullptr, &cursor).size(), 7U);
     EXPECT_FALSE(cursor.more_due) << "every due event was taken";
     publish("alone", 30);
-    EXPECT_EQ(store.claim({"TestRequested"}, 20, {"h", ""}, 30s, lease::ClaimKind::Normal, &kFair, &cursor).size(), 20U);
+    EXPECT_EQ(store.claim({"TestRequested"}, 20, {"h", ""}, 30s, lease::ClaimKind::Normal, nullptr, &cursor).size(), 20U);
     EXPECT_TRUE(cursor.more_due);
 }
 
@@ -77,7 +74,7 @@ TEST_F(FairClaims, ClaimsTakeTurnsWhenMoreCompaniesHaveWorkThanAClaimTakes) {
     lease::FairCursor cursor;
     std::set<std::string> served;
     for (int round = 0; round < 3; ++round) {
-        const auto claimed = store.claim({"TestRequested"}, 10, {"h", ""}, 30s, lease::ClaimKind::Normal, &kFair, &cursor);
+        const auto claimed = store.claim({"TestRequested"}, 10, {"h", ""}, 30s, lease::ClaimKind::Normal, nullptr, &cursor);
         ASSERT_EQ(claimed.size(), 10U);
         for (const auto& item : claimed) {
             EXPECT_TRUE(served.insert(item.event.company_id).second)
@@ -186,9 +183,7 @@ TEST(FairTenants, ABacklogOfOneCompanyDoesNotDelayAnotherCompanysNewEvents) {
     // 10 to 15 ms per call, 4 workers: about 9 s of A's work, more on a loaded machine; B
     // publishes for about 2 s.
     publish_many(db.url(), "TestRequested", R"({"sleep_ms": 10})", kBacklog, "company-a");
-    config::Config config = host_config(db.url(), "fair-host");
-    config.tenants.companies["company-b"];  // a tenants section that names a company turns fair claims on
-    TestHost host(config, {OUTBOX_FIXTURE_SCRIPTED});
+    TestHost host(host_config(db.url(), "fair-host"), {OUTBOX_FIXTURE_SCRIPTED});
     host.start();
     ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") != "0"; },
                            30s));

@@ -41,8 +41,7 @@ protected:
 
 TEST_F(LeasePlans, TheClaimWalksEachCompanysDueEventsInOrderAndStopsAtItsLimit) {
     lease::LeaseStore store(*conn_);
-    const lease::TenantShares fair{{}, {}, {}, 0, true};
-    store.claim({"NothingOfThisType"}, 1, {"h", ""}, std::chrono::seconds{5}, lease::ClaimKind::Normal, &fair);  // declares the fair claim
+    store.claim({"NothingOfThisType"}, 1, {"h", ""}, std::chrono::seconds{5});  // declares the statement
     const std::string claim = plan("EXECUTE outbox_claim_fair('{TestRequested}', 1000, 'h', 5000, 'h-incarnation', "
                                    "'', '', '{}', '{}', '{}', 0, false)");
     EXPECT_NE(claim.find("Index Scan using event_publication_company_due_idx"), std::string::npos) << claim;
@@ -62,8 +61,7 @@ TEST_F(LeasePlans, AnotherCompanysDueEventsAreReadFromItsOwnRangeWhateverTheStat
     db_.exec("INSERT INTO event_publication (company_id, event_type, payload) "
              "SELECT 'newcomer', 'TestRequested', '{}' FROM generate_series(1, 3)");
     lease::LeaseStore store(*conn_);
-    const lease::TenantShares fair{{}, {}, {}, 0, true};
-    store.claim({"NothingOfThisType"}, 1, {"h", ""}, std::chrono::seconds{5}, lease::ClaimKind::Normal, &fair);  // declares the fair claim
+    store.claim({"NothingOfThisType"}, 1, {"h", ""}, std::chrono::seconds{5});  // declares the statement
     pqxx::nontransaction(*conn_).exec("SET plan_cache_mode = force_generic_plan");
     const std::string claim = plan("EXECUTE outbox_claim_fair('{TestRequested}', 20, 'h', 5000, 'h-incarnation', "
                                    "'', 'acme', '{}', '{}', '{}', 0, false)");

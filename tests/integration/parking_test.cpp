@@ -73,8 +73,7 @@ protected:
     /// filter's "Rows Removed by Filter" of the walk of the company's due rows, measured with EXPLAIN
     /// ANALYZE and rolled back.
     long long rows_walked_past() {
-        const lease::TenantShares fair{{}, {}, {}, 0, true};
-        lease::LeaseStore(*conn_).claim({"Nothing"}, 1, {"h", ""}, 5s, lease::ClaimKind::Normal, &fair);  // declares the fair claim
+        lease::LeaseStore(*conn_).claim({"Nothing"}, 1, {"h", ""}, 5s);  // declares the statement
         pqxx::work tx(*conn_);
         std::string plan;
         for (const auto& row : tx.exec("EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_fair('{OrderedStep}', 100, "

@@ -114,12 +114,6 @@ WITH due AS (
 
 // The lock fair claims take, in a statement of their own before the claim, while any company
 // is capped (tenants.*.max_concurrency): one claimer at a time across the fleet.
-// The claim without tenants configured: the earliest due events, whatever their company.
-inline const std::string kClaim = detail::with_time(
-    detail::claim_sql(
-        "status IN ('PENDING', 'RETRY_WAIT') AND (status = 'PENDING' OR last_error_code IS DISTINCT FROM 'WORKER_LOST')"),
-    6);
-
 inline const std::string kTenantCapLock = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('outboxd:tenant-caps'))";
 
 // The fair claim (docs/design.md, "Fair tenants"): companies with unfinished events are

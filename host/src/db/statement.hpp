@@ -77,12 +77,10 @@ pqxx::result exec_in_transaction(pqxx::connection& conn, const std::string& prel
 /// round trips instead of one, and no server connection is left with state of ours.
 template <class... Args>
 pqxx::result exec_statement(pqxx::connection& conn, const std::string& name, const std::string& sql, Args&&... args) {
-    const ConnectionSettings settings = connection_settings();
-    if (settings.transaction_pooled) {
+    if (connection_settings().transaction_pooled) {
         return detail::exec_in_transaction(conn, std::string(), name, sql, std::forward<Args>(args)...);
     }
-    pqxx::nontransaction tx(conn);
-    return tx.exec_prepared(name, std::forward<Args>(args)...);
+    return pqxx::nontransaction(conn).exec_prepared(name, std::forward<Args>(args)...);
 }
 
 /// exec_statement inside a transaction that first runs `prelude` (a lock the statement's

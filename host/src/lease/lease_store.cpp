@@ -17,7 +17,6 @@ namespace outbox::lease {
 namespace {
 
 void prepare_once(pqxx::connection& conn) {
-    db::prepare_statement(conn, "outbox_claim", db::event_sql::kClaim);
     db::prepare_statement(conn, "outbox_claim_fair", db::event_sql::kClaimFair);
     db::prepare_statement(conn, "outbox_claim_suspect", db::event_sql::kClaimSuspect);
     db::prepare_statement(conn, "outbox_finish", db::event_sql::kFinish);
@@ -65,7 +64,6 @@ TenantShares tenant_shares_of(const std::map<std::string, int>& weights, const s
                               int default_cap) {
     TenantShares shares;
     shares.default_cap = default_cap;
-    shares.fair = default_cap > 0 || !weights.empty() || !caps.empty();
     std::set<std::string> companies;
     for (const auto& [company, weight] : weights) companies.insert(company);
     for (const auto& [company, cap] : caps) companies.insert(company);
@@ -85,16 +83,13 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
     std::vector<ClaimedEvent> claimed;
     if (event_types.empty() || limit <= 0) return claimed;
     const bool suspect = kind == ClaimKind::Suspect;
-    static const TenantShares kNone;
-    const TenantShares& shares = tenants != nullptr ? *tenants : kNone;
+    static const TenantShares kEqual;
+    const TenantShares& shares = tenants != nullptr ? *tenants : kEqual;
     const std::string after = cursor != nullptr ? cursor->after : std::string();
     pqxx::result rows;
-    const bool fair = !suspect && tenants != nullptr && tenants->fair;
-    if (suspect || !fair) {
-        rows = db::exec_statement(conn_, suspect ? "outbox_claim_suspect" : "outbox_claim",
-                                  suspect ? db::event_sql::kClaimSuspect : db::event_sql::kClaim,
-                                  db::pg_array(event_types), suspect ? 1 : limit, owner.host_id,
-                                  static_cast<long long>(lease.count()), owner.incarnation, time_);
+    if (suspect) {
+        rows = db::exec_statement(conn_, "outbox_claim_suspect", db::event_sql::kClaimSuspect, db::pg_array(event_types),
+                                  1, owner.host_id, static_cast<long long>(lease.count()), owner.incarnation, time_);
     } else {
         // A cap is kept across the fleet by counting the company's PROCESSING events: claimers
         // take turns under one transaction-scoped lock, and the claim's snapshot, taken after
@@ -125,7 +120,7 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
         item.trace.traceparent = row[9].c_str();
         item.trace.tracestate = row[10].c_str();
         item.replay_handler = row[11].c_str();
-        if (fair) {
+        if (!suspect) {
             const int visit = row[12].as<int>();
             auto& [count, room] = taken[item.event.company_id];
             ++count;
@@ -140,9 +135,9 @@ std::vector<ClaimedEvent> LeaseStore::claim(const std::vector<std::string>& even
     if (cursor != nullptr && !suspect) {
         // Full when the limit was reached, or a company took all its room: more may be due.
         cursor->more_due = static_cast<int>(claimed.size()) >= limit ||
-                           (fair && std::any_of(taken.begin(), taken.end(), [](const auto& entry) {
-                                return entry.second.first >= entry.second.second;
-                            }));
+                           std::any_of(taken.begin(), taken.end(), [](const auto& entry) {
+                               return entry.second.first >= entry.second.second;
+                           });
         if (!reached.empty()) cursor->after = reached;
     }
     return claimed;

@@ -97,9 +97,6 @@ struct TenantShares {
     std::vector<int> weights;
     std::vector<int> caps;  // 0: the default cap
     int default_cap = 0;    // 0: unlimited
-    /// Claims are fair between companies (kClaimFair) only when the tenants section sets
-    /// something; otherwise they take the earliest due events (kClaim).
-    bool fair = false;
     /// Whether any company is capped: claims then take the fleet's tenant lock.
     [[nodiscard]] bool capped() const;
 };
@@ -124,9 +121,8 @@ public:
     /// SKIP LOCKED: attempt_count + 1, a new lease_token, lease_expires_at = now + lease.
     /// Commits before returning, so no lock is held while handlers run.
     /// Suspects are never part of a Normal claim; a Suspect claim takes at most one.
-    /// A Normal claim is fair between companies (event_sql::kClaimFair) when `tenants` says
-    /// so (TenantShares::fair); otherwise it takes the earliest due events. Without `cursor`,
-    /// a fair claim starts at the first company.
+    /// A Normal claim is fair between companies (event_sql::kClaimFair): without `tenants`,
+    /// every company weighs 1 and none is capped; without `cursor`, it starts at the first.
     std::vector<ClaimedEvent> claim(const std::vector<std::string>& event_types, int limit, const LeaseOwner& owner,
                                     std::chrono::milliseconds lease, ClaimKind kind = ClaimKind::Normal,
                                     const TenantShares* tenants = nullptr, FairCursor* cursor = nullptr);
