@@ -49,6 +49,7 @@ TEST_F(LeasePlans, TheClaimWalksEachCompanysDueEventsInOrderAndStopsAtItsLimit) 
         << "the companies are found one index descent each:\n" << claim;
     EXPECT_EQ(claim.find("Sort"), std::string::npos) << "a sort reads every due row first:\n" << claim;
     EXPECT_EQ(claim.find("Seq Scan on event_publication"), std::string::npos) << claim;
+    EXPECT_EQ(claim.find("Bitmap"), std::string::npos) << claim;
     EXPECT_NE(claim.find("Index Cond: (event_id = ANY"), std::string::npos)
         << "the claimed rows are updated by key, not through a join over the primary key:\n" << claim;
 }
