@@ -4,6 +4,8 @@
 // misbehaving on purpose.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +21,7 @@
 #include "outbox_examples/ai_classifier_server.hpp"
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
+#include "support/rate_grants.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_host.hpp"
 
@@ -145,6 +148,7 @@ TEST_F(SamplePlugins, TheClassifierNeverSeesMoreCallsPerSecondThanTheFleetRateLi
                  "      api_key_env: AI_API_KEY\n"
                  "      timeout: 2s\n");
     install_classification();
+    record_rate_grants(db_.url());
     // The burst is already waiting when the hosts start: nothing but the limiter spreads it.
     const std::string output = run_app({"register-websites", "--count", std::to_string(kWebsites), "--tag", "ratelimit"});
     ASSERT_EQ(count("SELECT count(*) FROM event_publication"), kWebsites) << output;
@@ -165,20 +169,26 @@ TEST_F(SamplePlugins, TheClassifierNeverSeesMoreCallsPerSecondThanTheFleetRateLi
     ASSERT_TRUE(done) << status_summary() << "\n" << host_logs();
 
     EXPECT_EQ(classifier.call_count(), static_cast<std::size_t>(kWebsites));
-    // The limiter spaces the calls' starts 250 ms apart; their arrival here also carries the
-    // request's own delay, which varies by scheduling on a loaded machine. A window 250 ms
-    // short of the second allows that jitter and still catches any burst and a fleet running
-    // 1.5 times the limit (5 starts within 667 ms), let alone hosts limiting alone.
-    EXPECT_LE(classifier.max_calls_in_window(750ms), static_cast<std::size_t>(kRate))
-        << "more than rate_limit_per_second calls reached the classifier within one second";
-    const auto calls = classifier.calls();
-    auto first = calls.front().arrived, last = calls.front().arrived;
-    for (const auto& call : calls) {
-        first = std::min(first, call.arrived);
-        last = std::max(last, call.arrived);
+    // The guarantee is on the grants, by the database's clock (docs/operations.md, "Fleet-wide
+    // handler limits"): exact, whatever the machine's load. A host that called without a grant
+    // would leave the classifier with more calls than grants.
+    const auto grants = rate_grants(db_.url());
+    ASSERT_GE(grants.size(), static_cast<std::size_t>(kWebsites)) << "every call had a grant";
+    EXPECT_LE(worst_window(grants, 1.0), static_cast<std::size_t>(kRate)) << "grants in one sliding second across the fleet";
+    EXPECT_GE(grants.back() - grants.front(), static_cast<double>(kWebsites - kRate) / kRate)
+        << "the burst was spread out over time, not granted at once";
+    // Arrivals trail their grants by the host's scheduling delay and the request's trip. The
+    // hosts here are separate processes sharing two cores with the other test tiers, so the
+    // test allows a delay of 1 s (the documented 500 ms of a saturated host, doubled): in one
+    // second the classifier sees at most the grants of two. A burst of the waiting events, or
+    // hosts limiting alone, still fails it.
+    std::vector<double> arrivals;
+    for (const auto& call : classifier.calls()) {
+        arrivals.push_back(std::chrono::duration<double>(call.arrived.time_since_epoch()).count());
     }
-    EXPECT_GE(last - first, std::chrono::milliseconds{(kWebsites - kRate) * 1000 / kRate})
-        << "the burst was spread out over time, not sent at once";
+    std::sort(arrivals.begin(), arrivals.end());
+    EXPECT_LE(worst_window(arrivals, 1.0), worst_window(grants, 2.0)) << "calls reaching the classifier in one second";
+    EXPECT_LE(worst_window(arrivals, 1.0), static_cast<std::size_t>(2 * kRate));
     EXPECT_GE(owners.size(), 2u) << "the hosts shared the burst (they could only pace it together)";
 }
 
