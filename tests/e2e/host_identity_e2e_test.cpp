@@ -32,11 +32,12 @@ TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitT
     create_scripted_effect_table(db.url());
     const fs::path plugins = scripted_plugin_dir(dir.path());
     const std::string first_log = (dir.path() / "first.log").string();
-    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "2s"), first_log);
+    // A 6 s lease heartbeats every 2 s: the second process watches 4 s for the beat to move.
+    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), first_log);
     ASSERT_TRUE(wait_until([&] { return read_file(first_log).find("started as shared-id") != std::string::npos; }, 20s))
         << read_file(first_log);
 
-    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "2s"), 30s);
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), 30s);
     EXPECT_EQ(code, 2) << output;
     EXPECT_NE(output.find("another outboxd process is running as host id 'shared-id'"), std::string::npos) << output;
     EXPECT_EQ(output.find("started as"), std::string::npos) << "it never started: " << output;
@@ -73,7 +74,8 @@ TEST(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOl
     ChildProcess second({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "20s"), second_log);
     ASSERT_TRUE(wait_until([&] { return read_file(second_log).find("started as shared-id") != std::string::npos; }, 20s))
         << read_file(second_log);
-    EXPECT_LT(std::chrono::steady_clock::now() - restarted_at, 15s);
+    // It watches the row for 1.5 beats + 1 s (11 s); waiting until the row looked dead (3 beats) would take 20 s.
+    EXPECT_LT(std::chrono::steady_clock::now() - restarted_at, 17s);
     EXPECT_TRUE(wait_until([&] {
         const std::string now = db.scalar("SELECT coalesce(incarnation, '') FROM outbox_host WHERE host_id = 'shared-id'");
         return now.size() == 16 && now != old_incarnation;

@@ -146,7 +146,8 @@ std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::str
     // The row's own interval, bounded: a hand-edited row cannot hold a start for long.
     const auto interval = std::clamp(std::chrono::milliseconds{(*first)[1].as<long long>()},
                                      std::chrono::milliseconds{100}, std::chrono::milliseconds{10'000});
-    const auto until = std::chrono::steady_clock::now() + interval + interval / 5 + std::chrono::milliseconds{500};
+    // A loaded host's heartbeat can run late by its write's own time and the scheduler's delay.
+    const auto until = std::chrono::steady_clock::now() + interval + interval / 2 + std::chrono::seconds{1};
     while (std::chrono::steady_clock::now() < until && !stop.stop_requested()) {
         std::this_thread::sleep_for(std::chrono::milliseconds{100});
         const auto now = read();
