@@ -770,6 +770,12 @@
         formField('jobs-after', 'Occurred at or after', after, 'Times in your time zone. Give at least one filter.'),
         formField('jobs-before', 'Occurred before', before)],
       reason);
+    const jobsBox = el('div', { id: 'jobs-list-box' }, el('p', { class: 'muted', text: 'Loading…' }));
+    const jobsResult = el('div', { id: 'jobs-list-result', 'aria-live': 'polite' });
+    const refresh = el('button', { type: 'button', class: 'secondary', id: 'jobs-refresh', text: 'Refresh' });
+    refresh.addEventListener('click', () => loadJobs(jobsBox, jobsResult));
+    $('page-jobs').append(el('h2', { id: 'jobs-list-title', text: 'Recent jobs' }), refresh, jobsResult, jobsBox);
+    loadJobs(jobsBox, jobsResult);
     action.addEventListener('change', () => {
       fillStatuses();
       confirmBox.replaceChildren();
@@ -792,12 +798,52 @@
       const body = { action: action.value, filter: filter, reason: reason.input.value.trim(), dry_run: true };
       await previewJob(body, result, confirmBox, 'jobs', chosen.verb,
         (n) => n + ' event(s) match now. ' + chosen.verb + ' them all?',
-        () => runJob(Object.assign({}, body, { dry_run: false }), result, {
-          running: chosen.running,
-          done: (x) => chosen.verb + ': ' + x.done + ' event(s) ' + chosen.done + '.',
-          stopped: (x) => x.done + ' event(s) were done before it stopped.',
-        }));
+        async () => {
+          const started = runJob(Object.assign({}, body, { dry_run: false }), result, {
+            running: chosen.running,
+            done: (x) => chosen.verb + ': ' + x.done + ' event(s) ' + chosen.done + '.',
+            stopped: (x) => x.done + ' event(s) were done before it stopped.',
+          });
+          // The new job shows in the list while it runs, and again as it ended.
+          setTimeout(() => loadJobs(jobsBox, jobsResult), 500);
+          await started;
+          loadJobs(jobsBox, jobsResult);
+        });
     });
+  }
+
+  // The company's newest jobs (GET /api/v1/admin/operations), each running one with a button
+  // that stops it after its batch in flight (POST …/{id}/cancel).
+  async function loadJobs(box, result) {
+    const answer = await api('GET', '/api/v1/admin/operations?limit=20');
+    if (state.route !== 'jobs' || !document.contains(box)) return;
+    if (!answer.ok) {
+      if (failed(answer)) return;
+      box.replaceChildren(errorBox('jobs-list-error', answer.message));
+      return;
+    }
+    const rows = (answer.data.operations || []).map((job) => {
+      // The stop button sits by the state, so a narrow screen shows it without scrolling.
+      const stop = job.state !== 'running' ? '' : el('button', { type: 'button', class: 'danger', 'data-action': 'stop-job',
+        'aria-label': 'Stop job ' + job.operation_id, text: 'Stop' });
+      const cells = [el('td', { class: 'mono', text: job.operation_id }), el('td', { text: job.action }),
+        el('td', {}, el('span', { 'data-field': 'state', text: job.state }), stop ? ' ' : '', stop),
+        el('td', { class: 'num', text: job.done + ' of ' + job.total + (job.failed ? ', ' + job.failed + ' failed' : '') }),
+        el('td', {}, timeEl(job.created_at)), el('td', {}, timeEl(job.finished_at))];
+      if (stop) {
+        stop.addEventListener('click', async () => {
+          stop.disabled = true;
+          const stopped = await api('POST', '/api/v1/admin/operations/' + encodeURIComponent(job.operation_id) + '/cancel',
+            undefined, { 'Idempotency-Key': newKey() });
+          if (failed(stopped)) return;
+          showAnswer(result, stopped, (x) => 'Job ' + x.operation_id + ' is ' + x.state + ' after ' + x.done + ' of ' + x.total + ' event(s).');
+          loadJobs(box, result);
+        });
+      }
+      return el('tr', { 'data-operation-id': job.operation_id }, cells);
+    });
+    box.replaceChildren(table('jobs-list', ['Job', 'Action', 'State', { label: 'Progress', num: true }, 'Started', 'Finished'],
+      rows, 'No job has been started for this company yet.'));
   }
 
   // --- Fleet -----------------------------------------------------------------------------

@@ -667,6 +667,42 @@ def run(args, workdir):
         check(int(db.sql("SELECT count(*) FROM audit_event a JOIN event_publication e ON e.event_id::text = a.target_id "
                          "WHERE e.event_type = 'OrphanStep'")) >= orphans, 'an audit row per event')
         browser.screenshot('jobs-done-390px', width=390)
+        finished = wait_for('the finished job in the list', lambda: browser.visible('#jobs-list tr[data-operation-id]'))
+        check(finished.find_element(browser.By.CSS_SELECTOR, '[data-field="state"]').text == 'done' and
+              '%d of %d' % (orphans, orphans) in finished.text, 'the list shows the job as it ended: %r' % finished.text)
+
+        # A running job is stopped from the list: a replay over a paused handler waits with it
+        # after its first batch, so it is still running when the page shows it.
+        db.sql("INSERT INTO outbox_handler_pause (handler_name, paused_by) VALUES ('scripted', 'console-test')")
+        db.sql("NOTIFY outboxd_handlers, 'scripted'")
+        wait_for('the host to see the pause', lambda: 'outbox_handler_paused{handler="scripted"} 1'
+                 in host.request('GET', '/metrics')[2], timeout=30)
+        status, _, body = host.request('POST', '/api/v1/admin/operations', {
+            'action': 'replay', 'handler': 'scripted', 'filter': {'event_type': 'TestRequested', 'status': 'COMPLETED'},
+            'reason': 'a replay left waiting behind a paused handler', 'dry_run': False},
+            {'Authorization': 'Bearer ' + admin, 'Idempotency-Key': 'console-test-stop-1'})
+        check(status == 202, 'a replay job starts: %d %s' % (status, body))
+        waiting = json.loads(body)['operation_id']
+        row = '#jobs-list tr[data-operation-id="%s"]' % waiting
+        wait_for('the replay to wait for its handler', lambda: db.sql(
+            "SELECT done > 0 FROM outbox_operation WHERE id = '%s' AND state = 'running'" % waiting) == 't', timeout=60)
+        browser.find('#jobs-refresh').click()
+        wait_for('the running job in the list', lambda: browser.visible(row + ' [data-action="stop-job"]'))
+        browser.screenshot('jobs-running')
+        browser.screenshot('jobs-running-390px', width=390)
+        browser.find(row + ' [data-action="stop-job"]').click()
+        stopped = wait_for('the stop\'s answer', lambda: browser.visible('#jobs-list-result [data-outcome="ok"]'))
+        check('is cancelled' in stopped.text, 'the page says the job stopped: %r' % stopped.text)
+        wait_for('the list to show it cancelled', lambda: browser.visible(row) is not None and
+                 browser.text(row + ' [data-field="state"]') == 'cancelled' and not browser.find_all(row + ' button'))
+        check(db.sql("SELECT state FROM outbox_operation WHERE id = '%s'" % waiting) == 'cancelled', 'the job is cancelled')
+        check(int(db.sql("SELECT count(*) FROM audit_event WHERE action = 'outbox.operation_cancel' AND target_id = '%s'"
+                         % waiting)) == 1, 'the stop is audited')
+        db.sql("DELETE FROM outbox_handler_pause WHERE handler_name = 'scripted'")
+        db.sql("NOTIFY outboxd_handlers, 'scripted'")
+        wait_for('the replayed events to complete after the resume',
+                 lambda: int(db.sql("SELECT count(*) FROM event_publication WHERE status IN ('PENDING', 'PROCESSING') "
+                                    "AND event_type = 'TestRequested'")) == 0, timeout=120)
         sign_out(browser)
 
         # A platform role: pause and resume a handler on the fleet page.

@@ -311,6 +311,21 @@ TEST_F(AdminE2e, OperationsCommandsRunAJobInBatchesAndARunningHostFinishesADetac
     ASSERT_EQ(detached.first, 0) << detached.second;
     const std::string second = detached.second.substr(detached.second.find("operation ") + 10, 36);
     EXPECT_EQ(db_.scalar("SELECT state FROM outbox_operation WHERE id = '" + second + "'"), "running");
+    // The list: newest first, every company's, narrowed by state.
+    const auto listed = operations({"list", "--format", "json"});
+    ASSERT_EQ(listed.first, 0) << listed.second;
+    const json jobs = json::parse(listed.second)["operations"];
+    ASSERT_EQ(jobs.size(), 2u) << listed.second;
+    EXPECT_EQ(jobs[0]["operation_id"], second);
+    EXPECT_EQ(jobs[0]["state"], "running");
+    EXPECT_EQ(jobs[1]["operation_id"], id);
+    EXPECT_EQ(jobs[1]["state"], "done");
+    const auto running = operations({"list", "--state", "running"});
+    ASSERT_EQ(running.first, 0) << running.second;
+    EXPECT_NE(running.second.find("operation " + second + " (discard): running"), std::string::npos) << running.second;
+    EXPECT_EQ(running.second.find(id), std::string::npos) << running.second;
+    EXPECT_EQ(operations({"list", "--state", "paused"}).first, 2);
+    EXPECT_EQ(operations({"list", "--limit", "101"}).first, 2);
     auto host_env = environment;
     host_env["OUTBOX_ENABLED"] = "false";
     ChildProcess host({OUTBOXD_BINARY, "run"}, host_env, (dir_.path() / "jobs-host.log").string());
@@ -318,6 +333,7 @@ TEST_F(AdminE2e, OperationsCommandsRunAJobInBatchesAndARunningHostFinishesADetac
                            30s))
         << log("jobs-host.log");
     EXPECT_EQ(count("SELECT count(*) FROM event_publication WHERE company_id = 'globex' AND status = 'DISCARDED'"), 3);
+    EXPECT_NE(operations({"list", "--state", "running"}).second.find("no operation in state running"), std::string::npos);
     host.signal(SIGTERM);
     EXPECT_EQ(host.wait(20s), std::optional<int>(0)) << log("jobs-host.log");
 }

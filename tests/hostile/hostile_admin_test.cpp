@@ -527,6 +527,10 @@ const std::vector<Route>& every_route() {
         {"POST", "/api/v1/admin/outbox-events/retry"},
         {"POST", "/api/v1/admin/handlers/{param}/pause"},
         {"POST", "/api/v1/admin/handlers/{param}/resume"},
+        {"GET", "/api/v1/admin/operations"},
+        {"POST", "/api/v1/admin/operations"},
+        {"GET", "/api/v1/admin/operations/{param}"},
+        {"POST", "/api/v1/admin/operations/{param}/cancel"},
     };
     return routes;
 }

@@ -202,6 +202,55 @@ TEST_F(AdminOperations, ACompanyActsOnlyWithinItsCompanyAndSeesOnlyItsJobs) {
     EXPECT_EQ(res->status, 404);
 }
 
+TEST_F(AdminOperations, TheListShowsTheCompanysNewestJobsFirstNarrowedByState) {
+    review_events(5);
+    review_events(2, "globex");
+    const std::string done = started_id(start(body("redrive", {{"status", "REVIEW_REQUIRED"}}), "list-1"));
+    work_all(done);
+    const std::string running = started_id(start(body("cancel", {{"status", "PENDING"}}), "list-2"));
+    const std::string theirs = started_id(start(body("discard", {{"status", "REVIEW_REQUIRED"}}), "list-3", admin_token("globex")));
+    const auto list = [&](const std::string& query, const std::string& token = {}) {
+        return client().Get("/api/v1/admin/operations" + query, bearer(token.empty() ? admin_token() : token));
+    };
+    const auto ids = [](const httplib::Result& res) {
+        std::vector<std::string> out;
+        const json answer = json::parse(res->body);
+        for (const auto& job : answer.at("operations")) out.push_back(job.at("operation_id"));
+        return out;
+    };
+
+    auto res = list("");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(ids(res), (std::vector<std::string>{running, done})) << "newest first, only this company's: " << res->body;
+    const json first = json::parse(res->body)["operations"][0];
+    EXPECT_EQ(first["action"], "cancel");
+    EXPECT_EQ(first["state"], "running");
+    EXPECT_EQ(first["total"], 5);
+    EXPECT_TRUE(first["finished_at"].is_null());
+    EXPECT_EQ(json::parse(res->body)["operations"][1]["done"], 5);
+    EXPECT_EQ(res->body.find(kJobReason), std::string::npos) << "a list carries counts, not the operators' reasons";
+    EXPECT_EQ(ids(list("?state=running")), std::vector<std::string>{running});
+    EXPECT_EQ(ids(list("?state=done")), std::vector<std::string>{done});
+    EXPECT_EQ(ids(list("?limit=1")), std::vector<std::string>{running});
+    EXPECT_EQ(ids(list("", admin_token("globex"))), std::vector<std::string>{theirs});
+
+    for (const auto& [query, code] : std::vector<std::pair<std::string, std::string>>{
+             {"?state=paused", "INVALID_STATE"}, {"?limit=0", "INVALID_LIMIT"}, {"?limit=101", "INVALID_LIMIT"},
+             {"?limit=ten", "INVALID_LIMIT"}, {"?colour=red", "INVALID_QUERY"}}) {
+        res = list(query);
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 400) << query;
+        EXPECT_EQ(code_of(res), code) << query;
+    }
+    for (const char* role : {"HR", "VIEWER"}) {
+        res = list("", mint_hs256(token_claims(role, "acme")));
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 403) << role;
+    }
+    EXPECT_EQ(client().Get("/api/v1/admin/operations")->status, 401);
+}
+
 TEST_F(AdminOperations, BadBodiesRolesAndKeysAreRefusedWithJsonErrorsAndChangeNothing) {
     review_events(3);
     const json good = body("redrive", {{"last_error_code", "HTTP_422"}});

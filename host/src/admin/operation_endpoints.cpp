@@ -1,7 +1,8 @@
 // Operator jobs: POST /api/v1/admin/operations (a dry run's count and sample, or a job that
 // re-drives, discards or cancels every event of the caller's company a filter matches),
-// GET /api/v1/admin/operations/{id} (its progress) and POST .../{id}/cancel, for ADMIN.
+// GET /api/v1/admin/operations (the newest jobs), GET /api/v1/admin/operations/{id} (its progress) and POST .../{id}/cancel, for ADMIN.
 // The jobs are operations:: (operation_job.hpp), shared with `outboxd operations`.
+#include <algorithm>
 #include <set>
 
 #include <pqxx/pqxx>
@@ -9,6 +10,7 @@
 #include "admin/body_fields.hpp"
 #include "admin/endpoints.hpp"
 #include "admin/event_id.hpp"
+#include "core/parse_number.hpp"
 #include "log/log.hpp"
 #include "operations/operation_job.hpp"
 
@@ -89,13 +91,6 @@ std::optional<operations::OperationRequest> read_request(const Principal& princi
     return request;
 }
 
-json status_json(const operations::OperationStatus& s) {
-    return json{{"operation_id", s.operation_id}, {"action", s.action},
-                {"state", s.state},               {"total", s.total},
-                {"done", s.done},                 {"failed", s.failed},
-                {"created_at", s.created_at},     {"finished_at", s.finished_at ? json(*s.finished_at) : json(nullptr)}};
-}
-
 void send_not_found(HttpResponse& res) {
     send_error(res, 404, "OPERATION_NOT_FOUND", "no such operation for this company");
 }
@@ -128,6 +123,40 @@ void start(AdminContext& context, const HttpRequest& req, HttpResponse& res) {
     }
 }
 
+void list(AdminContext& context, const HttpRequest& req, HttpResponse& res) {
+    const auto principal = context.auth().authenticate(req, res);
+    if (!principal || !require_admin(*principal, res, "read operations")) return;
+    for (const auto& [name, value] : req.query) {
+        if (name != "state" && name != "limit") {
+            return send_error(res, 400, "INVALID_QUERY", "unknown query parameter; allowed: state, limit");
+        }
+    }
+    const auto state = req.query_param("state");
+    if (state && std::find(operations::kOperationStates.begin(), operations::kOperationStates.end(), *state) ==
+                     operations::kOperationStates.end()) {
+        return send_error(res, 400, "INVALID_STATE", "state must be running, done, cancelled or failed");
+    }
+    int limit = 20;
+    if (const auto text = req.query_param("limit")) {
+        const auto parsed = core::parse_number<int>(*text);
+        if (!parsed || *parsed < 1 || *parsed > operations::kMaxOperationList) {
+            return send_error(res, 400, "INVALID_LIMIT",
+                              "limit must be a whole number from 1 to " + std::to_string(operations::kMaxOperationList));
+        }
+        limit = *parsed;
+    }
+    std::vector<operations::OperationStatus> jobs;
+    if (!context.with_database(*principal, res, [&](pqxx::connection& conn) {
+            jobs = operations::list_operations(conn, principal->company_id, state, limit);
+        })) {
+        return;
+    }
+    json answer = json::array();
+    for (const auto& job : jobs) answer.push_back(operations::to_json(job));
+    res.status = 200;
+    res.body = json{{"operations", std::move(answer)}}.dump();
+}
+
 void show(AdminContext& context, const HttpRequest& req, HttpResponse& res, std::string id) {
     const auto principal = context.auth().authenticate(req, res);
     if (!principal || !require_admin(*principal, res, "read operations")) return;
@@ -140,7 +169,7 @@ void show(AdminContext& context, const HttpRequest& req, HttpResponse& res, std:
     }
     if (!status) return send_not_found(res);
     res.status = 200;
-    res.body = status_json(*status).dump();
+    res.body = operations::to_json(*status).dump();
 }
 
 void cancel(AdminContext& context, const HttpRequest& req, HttpResponse& res, std::string id) {
@@ -160,7 +189,7 @@ void cancel(AdminContext& context, const HttpRequest& req, HttpResponse& res, st
     if (cancelled->changed) log::info("operator job " + id + " cancelled");
     // Cancelling a job that is over already changes nothing and says how it ended.
     res.status = 200;
-    res.body = status_json(cancelled->status).dump();
+    res.body = operations::to_json(cancelled->status).dump();
 }
 
 }  // namespace
@@ -168,6 +197,8 @@ void cancel(AdminContext& context, const HttpRequest& req, HttpResponse& res, st
 void add_operation_endpoints(Router& router, AdminContext& context) {
     router.add("POST", "/api/v1/admin/operations",
                [&context](const HttpRequest& req, HttpResponse& res, const PathParams&) { start(context, req, res); });
+    router.add("GET", "/api/v1/admin/operations",
+               [&context](const HttpRequest& req, HttpResponse& res, const PathParams&) { list(context, req, res); });
     router.add("GET", "/api/v1/admin/operations/{id}",
                [&context](const HttpRequest& req, HttpResponse& res, const PathParams& params) {
                    show(context, req, res, params.at(0));

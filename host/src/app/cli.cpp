@@ -12,6 +12,7 @@
 #include "app/plugins_check.hpp"
 #include "config/config.hpp"
 #include "db/migrator.hpp"
+#include "operations/operation_job.hpp"
 #include "log/log.hpp"
 
 namespace outbox::app {
@@ -49,6 +50,9 @@ struct CommandLine {
     CLI::App* op_start = nullptr;
     CLI::App* op_show = nullptr;
     CLI::App* op_cancel = nullptr;
+    CLI::App* op_list = nullptr;
+    std::string operation_state;
+    int operation_limit = 20;
     CLI::App* events_show = nullptr;
 
     std::optional<bool> require_flag() const {
@@ -87,7 +91,7 @@ void add_host_commands(CLI::App& app, CommandLine& c) {
     c.new_plugin->add_option("--dir", c.new_plugin_dir, "the folder to create (must not exist or be empty)")->required();
 }
 
-/// operations start|show|cancel.
+/// operations start|show|cancel|list.
 void add_operations_commands(CLI::App& app, CommandLine& c) {
     auto* operations = app.add_subcommand(
         "operations", "operator jobs: re-drive, discard or cancel every event a filter matches, in batches");
@@ -119,6 +123,12 @@ void add_operations_commands(CLI::App& app, CommandLine& c) {
     c.op_show->add_option("--format", c.list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
     c.op_cancel = operations->add_subcommand("cancel", "stop a running job after its batch in flight");
     c.op_cancel->add_option("ID", c.operation_id, "the operation id")->required();
+    c.op_list = operations->add_subcommand("list", "the newest jobs first, every company's");
+    c.op_list->add_option("--state", c.operation_state, "only jobs in this state")
+        ->check(CLI::IsMember({"running", "done", "cancelled", "failed"}));
+    c.op_list->add_option("--limit", c.operation_limit, "at most this many (1 to 100, default 20)")
+        ->check(CLI::Range(1, outbox::operations::kMaxOperationList));
+    c.op_list->add_option("--format", c.list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 }
 
 /// retry, handlers pause|resume, event-types apply|list, config reference.
@@ -175,6 +185,10 @@ int run_parsed(const CommandLine& c, const config::Config& config, const AdminFa
     if (*c.op_start) return operations_start_command(config, c.operation_args);
     if (*c.op_show) return operations_show_command(config, c.operation_id, c.list_format);
     if (*c.op_cancel) return operations_cancel_command(config, c.operation_id);
+    if (*c.op_list) {
+        return operations_list_command(config, c.operation_state.empty() ? std::nullopt : std::optional(c.operation_state),
+                                       c.operation_limit, c.list_format);
+    }
     if (*c.events_show) return events_show_command(config, c.event_id, c.list_format);
     if (*c.pause) return handlers_command(config, true, c.handler_name);
     if (*c.resume) return handlers_command(config, false, c.handler_name);
@@ -202,7 +216,7 @@ int run_cli(int argc, char** argv, const AdminFactory& admin) {
     add_operator_commands(app, c);
     // The config option is accepted after the subcommand as well.
     for (auto* sub : {c.run, c.migrate, c.status, c.check, c.retry, c.pause, c.resume, c.apply, c.list, c.op_start,
-                      c.op_show, c.op_cancel}) {
+                      c.op_show, c.op_cancel, c.op_list, c.events_show}) {
         sub->add_option("-c,--config", c.config_path, "YAML configuration file")->check(CLI::ExistingFile);
     }
 

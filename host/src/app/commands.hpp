@@ -80,6 +80,10 @@ int operations_start_command(const config::Config& config, const OperationArgs& 
 int operations_show_command(const config::Config& config, const std::string& id, const std::string& format);
 /// `outboxd operations cancel ID`: stops a running job after its batch in flight.
 int operations_cancel_command(const config::Config& config, const std::string& id);
+/// `outboxd operations list [--state S] [--limit N] [--format text|json]`: the newest jobs
+/// first, every company's. Exit 0, or 1 on database failure.
+int operations_list_command(const config::Config& config, const std::optional<std::string>& state, int limit,
+                            const std::string& format);
 /// `outboxd events show ID [--format text|json]`: an event's status and its attempts
 /// (outbox_attempt), any company's. Exit 0 when shown, 1 when there is no such event or on
 /// database failure.

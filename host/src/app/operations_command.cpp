@@ -122,17 +122,36 @@ int operations_show_command(const config::Config& config, const std::string& id,
             return 1;
         }
         if (format == "json") {
-            std::cout << nlohmann::json{{"operation_id", status->operation_id}, {"action", status->action},
-                                        {"state", status->state},               {"total", status->total},
-                                        {"done", status->done},                 {"failed", status->failed}}
-                             .dump()
-                      << "\n";
+            std::cout << operations::to_json(*status).dump() << "\n";
         } else {
             print_status(*status);
         }
         return 0;
     } catch (const std::exception&) {
         return db_failure("show");
+    }
+}
+
+int operations_list_command(const config::Config& config, const std::optional<std::string>& state, int limit,
+                            const std::string& format) {
+    try {
+        auto conn = db::open_connection(config.database.url);
+        const auto jobs = operations::list_operations(*conn, std::nullopt, state, limit);
+        if (format == "json") {
+            nlohmann::json list = nlohmann::json::array();
+            for (const auto& job : jobs) list.push_back(operations::to_json(job));
+            std::cout << nlohmann::json{{"operations", list}}.dump() << "\n";
+        } else if (jobs.empty()) {
+            std::cout << "no operation" << (state ? " in state " + *state : std::string()) << "\n";
+        } else {
+            for (const auto& job : jobs) {
+                std::cout << job.created_at << "  ";
+                print_status(job);
+            }
+        }
+        return 0;
+    } catch (const std::exception&) {
+        return db_failure("list");
     }
 }
 

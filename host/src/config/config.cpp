@@ -151,8 +151,8 @@ bool is_secret_name(std::string_view name) {
 nlohmann::ordered_json plain_scalar(const std::string& text) {
     if (text == "true" || text == "True" || text == "TRUE") return true;
     if (text == "false" || text == "False" || text == "FALSE") return false;
-    if (const auto integer = parse_number<std::int64_t>(text)) return *integer;
-    if (const auto number = parse_number<double>(text); number && std::isfinite(*number)) return *number;
+    if (const auto integer = core::parse_number<std::int64_t>(text)) return *integer;
+    if (const auto number = core::parse_number<double>(text); number && std::isfinite(*number)) return *number;
     return text;
 }
 

@@ -53,7 +53,7 @@ milliseconds to_duration(const Value& v, milliseconds lo, milliseconds hi) {
 }
 
 int to_int(const Value& v, int lo, int hi) {
-    const auto value = parse_number<long long>(v.raw.text);
+    const auto value = core::parse_number<long long>(v.raw.text);
     if (!value || *value < lo || *value > hi) {
         fail(v, "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
     }
@@ -118,7 +118,7 @@ std::optional<ListenAddress> to_listen(const Value& v) {
     if (text == "off") return std::nullopt;
     const auto colon = text.rfind(':');
     const auto port =
-        colon == std::string::npos ? std::nullopt : parse_number<int>(std::string_view(text).substr(colon + 1));
+        colon == std::string::npos ? std::nullopt : core::parse_number<int>(std::string_view(text).substr(colon + 1));
     std::string host = colon == std::string::npos ? std::string() : text.substr(0, colon);
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     if (host.empty() || !port || *port < 1 || *port > 65535) {
@@ -128,7 +128,7 @@ std::optional<ListenAddress> to_listen(const Value& v) {
 }
 
 double to_rate(const Value& v) {
-    const auto value = parse_number<double>(v.raw.text);
+    const auto value = core::parse_number<double>(v.raw.text);
     if (!value || !std::isfinite(*value) || *value <= 0.0 || *value > 100000.0) {
         fail(v, "expected a number greater than 0 and at most 100000");
     }
@@ -136,7 +136,7 @@ double to_rate(const Value& v) {
 }
 
 double to_ratio(const Value& v) {
-    const auto value = parse_number<double>(v.raw.text);
+    const auto value = core::parse_number<double>(v.raw.text);
     if (!value || !std::isfinite(*value) || *value <= 0.0 || *value > 1.0) {
         fail(v, "expected a number greater than 0 and at most 1");
     }

@@ -3,15 +3,14 @@
 // One written value on its way into Config: the parsers of each kind of value, and the
 // one-line errors that name the key, where the value came from and what is allowed.
 
-#include <charconv>
 #include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "config/config.hpp"
+#include "core/parse_number.hpp"
 
 namespace outbox::config {
 
@@ -36,15 +35,6 @@ struct Value {
 [[noreturn]] void fail_at(std::string_view key, std::string_view origin, std::string_view problem);
 
 std::string lower(std::string_view text);
-
-template <class T>
-std::optional<T> parse_number(std::string_view text) {
-    T value{};
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (ec != std::errc{} || ptr != end) return std::nullopt;
-    return value;
-}
 
 // Each parser returns the value or throws ConfigError through fail(v, "expected ...").
 milliseconds to_duration(const Value& v, milliseconds lo, milliseconds hi);

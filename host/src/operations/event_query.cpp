@@ -8,18 +8,13 @@
 
 #include "core/event_status.hpp"
 #include "core/identifiers.hpp"
+#include "core/parse_number.hpp"
 #include "db/event_sql.hpp"
 
 namespace outbox::operations {
 namespace {
 
-template <class T>
-std::optional<T> parse_whole(std::string_view text) {
-    T value{};
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
-    return value;
-}
+using core::parse_number;
 
 struct Cursor {
     long long micros;
@@ -29,7 +24,7 @@ struct Cursor {
 std::optional<Cursor> decode_cursor(const std::string& cursor) {
     const auto dot = cursor.find('.');
     if (dot == std::string::npos) return std::nullopt;
-    const auto micros = parse_whole<long long>(std::string_view(cursor).substr(0, dot));
+    const auto micros = parse_number<long long>(std::string_view(cursor).substr(0, dot));
     std::string id = cursor.substr(dot + 1);
     if (!micros || !core::is_lower_uuid(id)) return std::nullopt;
     return Cursor{*micros, std::move(id)};
@@ -70,7 +65,7 @@ std::optional<FilterError> parse_event_filter(const std::optional<std::string>& 
     }
     filter.limit = kDefaultListLimit;
     if (limit) {
-        const auto value = parse_whole<int>(*limit);
+        const auto value = parse_number<int>(*limit);
         if (!value || *value < 1 || *value > kMaxListLimit) {
             return FilterError{"INVALID_LIMIT", "limit must be a whole number from 1 to " + std::to_string(kMaxListLimit)};
         }

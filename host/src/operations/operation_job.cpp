@@ -1,5 +1,6 @@
 #include "operations/operation_job.hpp"
 
+#include <algorithm>
 #include <regex>
 #include <tuple>
 
@@ -421,6 +422,29 @@ std::optional<OperationStatus> read_operation(pqxx::connection& conn, const std:
     const pqxx::result r = tx.exec_params(select_status_sql(""), operation_id, company_id);
     if (r.empty()) return std::nullopt;
     return status_from(r[0]);
+}
+
+json to_json(const OperationStatus& s) {
+    return json{{"operation_id", s.operation_id}, {"action", s.action},
+                {"state", s.state},               {"total", s.total},
+                {"done", s.done},                 {"failed", s.failed},
+                {"created_at", s.created_at},     {"finished_at", s.finished_at ? json(*s.finished_at) : json(nullptr)}};
+}
+
+std::vector<OperationStatus> list_operations(pqxx::connection& conn, const std::optional<std::string>& company_id,
+                                             const std::optional<std::string>& state, int limit) {
+    pqxx::read_transaction tx(conn);
+    tx.exec("SET LOCAL statement_timeout = '5s'");
+    // Jobs are operators' decisions, a few a day: a scan of the table stays small.
+    const pqxx::result rows = tx.exec_params(
+        std::string("SELECT ") + kStatusColumns +
+            " FROM outbox_operation WHERE ($1::text IS NULL OR company_id = $1) AND ($2::text IS NULL OR state = $2)"
+            " ORDER BY created_at DESC, id LIMIT $3",
+        company_id, state, std::clamp(limit, 1, kMaxOperationList));
+    std::vector<OperationStatus> jobs;
+    jobs.reserve(rows.size());
+    for (const auto& row : rows) jobs.push_back(status_from(row));
+    return jobs;
 }
 
 std::optional<OperationCancelled> cancel_operation(pqxx::connection& conn, const std::string& operation_id,

@@ -1,10 +1,13 @@
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <pqxx/connection>
 
 #include "operations/retry_service.hpp"
@@ -94,6 +97,20 @@ OperationStartResult start_operation(pqxx::connection& conn, const OperationRequ
 /// The job, or nullopt when there is none with this id for `company_id` (nullopt: any).
 std::optional<OperationStatus> read_operation(pqxx::connection& conn, const std::string& operation_id,
                                               const std::optional<std::string>& company_id);
+
+/// The job as the API and `outboxd operations show|list --format json` answer it:
+/// {"operation_id", "action", "state", "total", "done", "failed", "created_at", "finished_at"}.
+nlohmann::json to_json(const OperationStatus& status);
+
+/// The states a job can be in, for list filters.
+inline constexpr std::array<std::string_view, 4> kOperationStates{"running", "done", "cancelled", "failed"};
+/// The most jobs one list answers.
+inline constexpr int kMaxOperationList = 100;
+
+/// The newest jobs first (at most `limit`, 1..kMaxOperationList) of `company_id` (nullopt:
+/// every company's and the fleet-wide ones), only those in `state` when given.
+std::vector<OperationStatus> list_operations(pqxx::connection& conn, const std::optional<std::string>& company_id,
+                                             const std::optional<std::string>& state, int limit);
 
 /// Cancelling a job: a running job becomes "cancelled" (after the batch in flight, whose
 /// events stay acted on) and an audit_event row `outbox.operation_cancel` is written; a job
