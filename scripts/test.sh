@@ -9,13 +9,13 @@
 # <build>/browser-artifacts: scripts/test.sh -L browser.
 # The `failover` label (tests/failover) kills a primary under three hosts and promotes its
 # standby: scripts/test.sh -L failover.
-# Without arguments (as CI runs it) every tier runs (scripts/tiers.sh: the fault tier beside
-# the others), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
+# Without arguments (as CI runs it) every tier runs (scripts/tiers.sh: in two streams side
+# by side), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
 # PgBouncer tier (ctest -L pgbouncer, bounded to 7 minutes), the failover test (ctest -L
 # failover, bounded to 7 minutes), the benchmark's smoke run (bench/run.sh --quick on this
-# build), scripts/sanitize.sh asan and tsan, scripts/fuzz.sh, scripts/check-observability.sh
-# and scripts/package-test.sh (the Debian packages built, linted, installed, upgraded and
-# purged). The sanitizer and fuzzer builds run in the background, at the lowest CPU
+# build), scripts/check-observability.sh, scripts/package-test.sh (the Debian packages
+# built, linted, installed, upgraded and purged), scripts/sanitize.sh asan and tsan and
+# scripts/fuzz.sh. The sanitizer and fuzzer builds run in the background, at the lowest CPU
 # priority, from the end of the main build on. Every stage runs and is bounded; any failure
 # fails the script; at the end it prints how long each stage took.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
@@ -108,7 +108,7 @@ if ! "$root/scripts/otlp-decoder.sh" "$build_dir/otlp-decoder"; then
   echo "test.sh: $OUTBOX_OTLP_DECODER_UNAVAILABLE: the span export test is skipped" >&2
 fi
 # The pgbouncer and failover tiers run as stages of their own below (their clusters are
-# their own); the fault tier runs beside the others (scripts/tiers.sh). Each test has its own
+# their own); the tiers that mostly wait run beside the others (scripts/tiers.sh). Each test has its own
 # timeout; the stage's bound is only a backstop.
 stage 3600 "$root/scripts/tiers.sh" "$build_dir"
 "$root/scripts/pg.sh" stop "$pg_dir" || true
@@ -133,6 +133,11 @@ if ! command -v npm >/dev/null || ! timeout 30 npm ping >/dev/null 2>&1; then
   bench_args+=(--no-peers)
 fi
 stage 900 "$root/bench/run.sh" "${bench_args[@]}"
+# These need no sanitizer build: they run while the background builds finish.
+stage 120 "$root/scripts/check-observability.sh"
+# Installs, upgrades and purges the Debian packages on this machine (root: it is a throwaway
+# CI machine, or a developer's who asked for the whole suite).
+stage 2400 "${as_root[@]}" "$root/scripts/package-test.sh"
 await_build asan
 stage 1800 "$root/scripts/sanitize.sh" asan
 await_build tsan
@@ -143,10 +148,6 @@ wait "$prebuild_pid" || prebuild_code=$?
 prebuild_pid=
 durations+=("sanitizer and fuzzer builds, in the background: $((SECONDS - prebuild_started)) s (exit $prebuild_code)")
 stage 900 "$root/scripts/fuzz.sh"
-stage 120 "$root/scripts/check-observability.sh"
-# Installs, upgrades and purges the Debian packages on this machine (root: it is a throwaway
-# CI machine, or a developer's who asked for the whole suite).
-stage 2400 "${as_root[@]}" "$root/scripts/package-test.sh"
 # How long each stage took, for the README's table (the whole run: $SECONDS s).
 printf 'test.sh: took %s\n' "${durations[@]}" "in all: $SECONDS s, CPU busy $(($(cpu_busy) - busy_at_start)) s of $((SECONDS * $(nproc))) core-seconds" >&2
 if ((${#failed[@]})); then
