@@ -183,7 +183,17 @@ void kill_holding_host_and_restart(const Fleet& fleet, std::vector<std::unique_p
         }
         return false;
     };
-    ASSERT_TRUE(wait_until(find_holder, lease_wait)) << "no host held a lease:\n" << fleet.log(host_name(preferred));
+    if (!wait_until(find_holder, lease_wait)) {
+        // Whether the backlog drained before a kill could land, or the hosts stalled: the
+        // statuses, and what each host logged last.
+        std::string tails;
+        for (std::size_t i = 0; i < hosts.size(); ++i) {
+            const std::string log = fleet.log(host_name(i));
+            tails += "--- " + host_name(i) + " (last lines)\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+        }
+        FAIL() << "no host held a lease for " << lease_wait.count() << " s; events: " << status_summary(url) << "\n"
+               << tails;
+    }
     hosts[victim]->signal(SIGKILL);
     ASSERT_EQ(hosts[victim]->wait(10s), std::optional<int>(128 + SIGKILL));
     for (std::size_t i = 0; i < hosts.size(); ++i) {

@@ -283,7 +283,10 @@ TEST(FleetLimiter, HeldSlotsOutliveTheirExpiryAndAReleaseWakesAWaiterAtOnce) {
 TEST(FleetLimiter, AHostKeepsAndRenewsItsSlotsAcrossRepeatedConnectionCuts) {
     TestDatabase db;
     db::OutageLog outage;
-    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "host-a", .renew_interval = 200ms, .slot_ttl = 1s,
+    // Production keeps a slot 10 s and renews it every 2 s; here 2 s and 200 ms. A shorter
+    // life than 2 s is shorter than a few reconnects on a loaded 2-core machine (each 0.3 to
+    // 0.4 s there, between cuts 150 ms apart), which production's 10 s never comes near.
+    dispatch::FleetLimiter limiter(db.url(), outage, {.holder = "host-a", .renew_interval = 200ms, .slot_ttl = 2s,
                                                       .fallback_poll = 1s});
     const auto entry = limited_entry("w", 1);
     auto permit = limiter.acquire(entry, give_up_after(5s));
@@ -291,7 +294,7 @@ TEST(FleetLimiter, AHostKeepsAndRenewsItsSlotsAcrossRepeatedConnectionCuts) {
     // For three slot lifetimes, cut the limiter's connections every 150 ms and try to take
     // the slot as another host would.
     int cuts = 0;
-    const int stolen = takes_by_another_host(db, "w", 3s, [&](pqxx::nontransaction& tx) {
+    const int stolen = takes_by_another_host(db, "w", 6s, [&](pqxx::nontransaction& tx) {
         cuts += tx.exec_params("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
                                "WHERE datname = current_database() AND application_name = $1",
                                std::string(dispatch::FleetLimiter::kApplicationName))[0][0]

@@ -176,15 +176,26 @@ TEST(PgBouncerTransactionMode, SixHostsKilledAndPoolerRestartedLoseNothingAndLea
 
     for (int kill = 0; kill < kKills; ++kill) {
         std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(random)));
-        const int more = (kEvents - published) / (kKills - kill);
-        publish_generated(cluster.url(), more, payload);
-        published += more;
         if (kill == kKills / 2) {
-            // The pooler goes away under every host and comes back on the same port.
+            // The pooler goes away under every host and comes back on the same port, once the
+            // host restarted by the last kill is running (a host that cannot reach the
+            // database at start-up exits, for its supervisor to start it again).
+            const auto starts = [&] {
+                int n = 0;
+                for (std::size_t i = 0; i < hosts.size(); ++i) n += count_lines(fleet.log(name(i)), ") started as ");
+                return n;
+            };
+            ASSERT_TRUE(wait_until([&] { return starts() == static_cast<int>(hosts.size()) + kill; }, 30s))
+                << "every host started before the pooler restart: " << starts();
             bouncer.stop();
             std::this_thread::sleep_for(1s);
             bouncer.start();
         }
+        // Published after the restart: the hosts may have finished everything earlier while
+        // the pooler came back, and the kill must land mid-run.
+        const int more = (kEvents - published) / (kKills - kill);
+        publish_generated(cluster.url(), more, payload);
+        published += more;
         const std::size_t victim = pick(random);
         ASSERT_GT(unsettled(cluster.url()), 0) << "kill " << kill << " must land mid-run for the test to mean anything";
         ASSERT_NO_FATAL_FAILURE(kill_holding_host_and_restart(fleet, hosts, victim, cluster.url(), 30s, max_stuck));
