@@ -51,6 +51,47 @@ TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitT
     EXPECT_EQ(first.wait(20s), std::optional<int>(0));
 }
 
+// A connection lost while the start-up checks run (a pooler or the server restarting) is
+// waited out as an unreachable database is: the host starts over, then starts.
+TEST(HostIdentityE2E, AConnectionLostDuringTheStartUpChecksIsWaitedOutAndTheHostStarts) {
+    TestDatabase db;
+    TempDir dir;
+    create_scripted_effect_table(db.url());
+    const fs::path plugins = scripted_plugin_dir(dir.path());
+    const std::string first_log = (dir.path() / "first.log").string();
+    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), first_log);
+    ASSERT_TRUE(wait_until([&] { return read_file(first_log).find("started as shared-id") != std::string::npos; }, 20s))
+        << read_file(first_log);
+    ASSERT_TRUE(wait_until([&] {
+        return db.scalar("SELECT count(*) FROM outbox_host WHERE host_id = 'shared-id' AND stopped_at IS NULL") == "1";
+    }, 10s));
+    // Crashed: its row looks live for 3 beats (6 s), so the next process watches it for
+    // 1.5 beats + 1 s (4 s) before it starts, which is when its connection is cut.
+    first.signal(SIGKILL);
+    first.wait(10s);
+    const std::string hosts_backends =
+        "FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'outboxd shared-id'";
+    ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) " + hosts_backends) == "0"; }, 10s));
+
+    const std::string second_log = (dir.path() / "second.log").string();
+    ChildProcess second({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), second_log);
+    ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) " + hosts_backends) != "0"; }, 10s))
+        << read_file(second_log);
+    EXPECT_EQ(read_file(second_log).find("started as"), std::string::npos) << "cut before it started";
+    EXPECT_NE(db.scalar("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) " + hosts_backends), "0") << read_file(second_log);
+    ASSERT_TRUE(wait_until([&] { return read_file(second_log).find("started as shared-id") != std::string::npos; }, 30s))
+        << read_file(second_log);
+    EXPECT_NE(read_file(second_log).find("lost the database connection during start-up"), std::string::npos)
+        << read_file(second_log);
+    // It works: an event published now completes.
+    publish_many(db.url(), "TestRequested", R"({"db": true})", 1);
+    EXPECT_TRUE(wait_until([&] {
+        return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "1";
+    }, 15s));
+    second.signal(SIGTERM);
+    EXPECT_EQ(second.wait(20s), std::optional<int>(0)) << read_file(second_log);
+}
+
 TEST(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOldLeasesToTheRescuer) {
     TestDatabase db;
     TempDir dir;

@@ -77,8 +77,9 @@ int check_schema(pqxx::connection& conn, bool migrate_first, std::chrono::millis
     } catch (const StartError&) {
         throw;
     } catch (const std::exception&) {
-        throw StartError(1, "cannot check the database schema: " +
-                                db::classify_db_error(std::current_exception()).describe() +
+        const db::DbFailure failure = db::classify_db_error(std::current_exception());
+        if (failure.kind == db::DbFailureKind::ConnectionBroken) throw;  // start-up starts over
+        throw StartError(1, "cannot check the database schema: " + failure.describe() +
                                 "; check database.url / OUTBOX_DATABASE_URL");
     }
 }
@@ -91,8 +92,9 @@ void check_least_privilege(pqxx::connection& conn, bool required) {
         pqxx::read_transaction tx(conn);
         excess = db::excess_rights(tx, "", false);
     } catch (const std::exception&) {
-        throw StartError(1, "cannot check the database role's rights: " +
-                                db::classify_db_error(std::current_exception()).describe() +
+        const db::DbFailure failure = db::classify_db_error(std::current_exception());
+        if (failure.kind == db::DbFailureKind::ConnectionBroken) throw;  // start-up starts over
+        throw StartError(1, "cannot check the database role's rights: " + failure.describe() +
                                 "; check database.url / OUTBOX_DATABASE_URL");
     }
     if (!excess) return;
@@ -203,7 +205,30 @@ Host::~Host() {
 
 /// The start-up checks on the database: its schema (migrated first with --migrate), the
 /// processing role's rights, and no live process under this host id. False when stopped.
+/// A connection lost between the checks (the server or a pooler restarting while this host
+/// starts) is waited out as an unreachable database is, until database.startup_timeout.
 bool Host::check_database(std::stop_token stop) {
+    const auto deadline = std::chrono::steady_clock::now() + config_.database.startup_timeout;
+    db::ReconnectBackoff backoff;
+    for (;;) {
+        try {
+            return check_database_once(stop);
+        } catch (const StartError&) {
+            throw;
+        } catch (...) {
+            const db::DbFailure failure = db::classify_db_error(std::current_exception());
+            if (failure.kind != db::DbFailureKind::ConnectionBroken) throw;
+            if (std::chrono::steady_clock::now() >= deadline) {
+                throw StartError(1, "lost the database connection during start-up and could not start within "
+                                    "database.startup_timeout: " + failure.describe());
+            }
+            log::warn("lost the database connection during start-up (" + failure.describe() + "); starting over");
+            if (!db::sleep_for(backoff.next(), stop)) return false;
+        }
+    }
+}
+
+bool Host::check_database_once(std::stop_token stop) {
     auto conn = connect_at_start_up(config_, stop,
                                     options_.migrate_first ? std::optional(migration_url(config_)) : std::nullopt);
     if (!conn) return false;

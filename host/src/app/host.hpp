@@ -108,6 +108,7 @@ public:
 
 private:
     bool check_database(std::stop_token stop);
+    bool check_database_once(std::stop_token stop);
     void start_services(const std::function<config::HandlerSettings(const std::string&)>& settings);
     /// Sends the STATUS= line every 10 s (and beats the watchdog when nothing claims).
     void report_status(std::stop_token stop);
