@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 
 #include <signal.h>
 
@@ -26,6 +27,16 @@ std::map<std::string, std::string> identity_env(const std::string& url, const fs
     return env;
 }
 
+/// `outboxd run` as host "shared-id", once it has logged its start.
+std::unique_ptr<ChildProcess> started_host(const TestDatabase& db, const fs::path& plugins, const std::string& log,
+                                           const std::string& lease) {
+    auto host = std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"},
+                                               identity_env(db.url(), plugins, lease), log);
+    EXPECT_TRUE(wait_until([&] { return read_file(log).find("started as shared-id") != std::string::npos; }, 20s))
+        << read_file(log);
+    return host;
+}
+
 TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitTwo) {
     TestDatabase db;
     TempDir dir;
@@ -33,9 +44,8 @@ TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitT
     const fs::path plugins = scripted_plugin_dir(dir.path());
     const std::string first_log = (dir.path() / "first.log").string();
     // A 6 s lease heartbeats every 2 s: the second process watches 4 s for the beat to move.
-    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), first_log);
-    ASSERT_TRUE(wait_until([&] { return read_file(first_log).find("started as shared-id") != std::string::npos; }, 20s))
-        << read_file(first_log);
+    const auto first = started_host(db, plugins, first_log, "6s");
+    ASSERT_FALSE(::testing::Test::HasFailure());
 
     const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), 30s);
     EXPECT_EQ(code, 2) << output;
@@ -47,8 +57,8 @@ TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitT
     EXPECT_TRUE(wait_until([&] {
         return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "3";
     }, 15s));
-    first.signal(SIGTERM);
-    EXPECT_EQ(first.wait(20s), std::optional<int>(0));
+    first->signal(SIGTERM);
+    EXPECT_EQ(first->wait(20s), std::optional<int>(0));
 }
 
 // A connection lost while the start-up checks run (a pooler or the server restarting) is
@@ -59,16 +69,15 @@ TEST(HostIdentityE2E, AConnectionLostDuringTheStartUpChecksIsWaitedOutAndTheHost
     create_scripted_effect_table(db.url());
     const fs::path plugins = scripted_plugin_dir(dir.path());
     const std::string first_log = (dir.path() / "first.log").string();
-    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), first_log);
-    ASSERT_TRUE(wait_until([&] { return read_file(first_log).find("started as shared-id") != std::string::npos; }, 20s))
-        << read_file(first_log);
+    const auto first = started_host(db, plugins, first_log, "6s");
+    ASSERT_FALSE(::testing::Test::HasFailure());
     ASSERT_TRUE(wait_until([&] {
         return db.scalar("SELECT count(*) FROM outbox_host WHERE host_id = 'shared-id' AND stopped_at IS NULL") == "1";
     }, 10s));
     // Crashed: its row looks live for 3 beats (6 s), so the next process watches it for
     // 1.5 beats + 1 s (4 s) before it starts, which is when its connection is cut.
-    first.signal(SIGKILL);
-    first.wait(10s);
+    first->signal(SIGKILL);
+    first->wait(10s);
     const std::string hosts_backends =
         "FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'outboxd shared-id'";
     ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) " + hosts_backends) == "0"; }, 10s));
