@@ -9,8 +9,8 @@
 # <build>/browser-artifacts: scripts/test.sh -L browser.
 # The `failover` label (tests/failover) kills a primary under three hosts and promotes its
 # standby: scripts/test.sh -L failover.
-# Without arguments (as CI runs it) every tier runs (scripts/tiers.sh: in two streams side
-# by side), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
+# Without arguments (as CI runs it) every tier runs (scripts/tiers.sh: the fault tier beside
+# the others), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
 # PgBouncer tier (ctest -L pgbouncer, bounded to 7 minutes), the failover test (ctest -L
 # failover, bounded to 7 minutes), the benchmark's smoke run (bench/run.sh --quick on this
 # build), scripts/check-observability.sh, scripts/package-test.sh (the Debian packages
@@ -108,7 +108,7 @@ if ! "$root/scripts/otlp-decoder.sh" "$build_dir/otlp-decoder"; then
   echo "test.sh: $OUTBOX_OTLP_DECODER_UNAVAILABLE: the span export test is skipped" >&2
 fi
 # The pgbouncer and failover tiers run as stages of their own below (their clusters are
-# their own); the tiers that mostly wait run beside the others (scripts/tiers.sh). Each test has its own
+# their own); the fault tier runs beside the others (scripts/tiers.sh). Each test has its own
 # timeout; the stage's bound is only a backstop.
 stage 3600 "$root/scripts/tiers.sh" "$build_dir"
 "$root/scripts/pg.sh" stop "$pg_dir" || true
