@@ -27,35 +27,44 @@ std::map<std::string, std::string> identity_env(const std::string& url, const fs
     return env;
 }
 
-/// `outboxd run` as host "shared-id", once it has logged its start.
-std::unique_ptr<ChildProcess> started_host(const TestDatabase& db, const fs::path& plugins, const std::string& log,
-                                           const std::string& lease) {
-    auto host = std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"},
-                                               identity_env(db.url(), plugins, lease), log);
-    EXPECT_TRUE(wait_until([&] { return read_file(log).find("started as shared-id") != std::string::npos; }, 20s))
-        << read_file(log);
-    return host;
-}
+// A database with the scripted fixture's effect table, a plugin directory holding the
+// scripted plugin, and hosts started under the id "shared-id".
+class HostIdentityE2E : public ::testing::Test {
+protected:
+    HostIdentityE2E() : plugins_(scripted_plugin_dir(dir_.path())) { create_scripted_effect_table(db_.url()); }
 
-TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitTwo) {
-    TestDatabase db;
-    TempDir dir;
-    create_scripted_effect_table(db.url());
-    const fs::path plugins = scripted_plugin_dir(dir.path());
-    const std::string first_log = (dir.path() / "first.log").string();
+    [[nodiscard]] std::map<std::string, std::string> env(const std::string& lease) const {
+        return identity_env(db_.url(), plugins_, lease);
+    }
+    [[nodiscard]] std::string log_path(const std::string& name) const { return (dir_.path() / (name + ".log")).string(); }
+    /// `outboxd run` as host "shared-id", once it has logged its start.
+    std::unique_ptr<ChildProcess> started_host(const std::string& log, const std::string& lease) const {
+        auto host = std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"}, env(lease), log);
+        EXPECT_TRUE(wait_until([&] { return read_file(log).find("started as shared-id") != std::string::npos; }, 20s))
+            << read_file(log);
+        return host;
+    }
+
+    TestDatabase db_;
+    TempDir dir_;
+    fs::path plugins_;
+};
+
+TEST_F(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitTwo) {
+    const std::string first_log = log_path("first");
     // A 6 s lease heartbeats every 2 s: the second process watches 4 s for the beat to move.
-    const auto first = started_host(db, plugins, first_log, "6s");
+    const auto first = started_host(first_log, "6s");
     ASSERT_FALSE(::testing::Test::HasFailure());
 
-    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), 30s);
+    const auto [code, output] = run_command({OUTBOXD_BINARY, "run"}, env("6s"), 30s);
     EXPECT_EQ(code, 2) << output;
     EXPECT_NE(output.find("another outboxd process is running as host id 'shared-id'"), std::string::npos) << output;
     EXPECT_EQ(output.find("started as"), std::string::npos) << "it never started: " << output;
 
     // The first host was not disturbed.
-    publish_many(db.url(), "TestRequested", R"({"db": true})", 3);
+    publish_many(db_.url(), "TestRequested", R"({"db": true})", 3);
     EXPECT_TRUE(wait_until([&] {
-        return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "3";
+        return db_.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "3";
     }, 15s));
     first->signal(SIGTERM);
     EXPECT_EQ(first->wait(20s), std::optional<int>(0));
@@ -63,16 +72,12 @@ TEST(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExitT
 
 // A connection lost while the start-up checks run (a pooler or the server restarting) is
 // waited out as an unreachable database is: the host starts over, then starts.
-TEST(HostIdentityE2E, AConnectionLostDuringTheStartUpChecksIsWaitedOutAndTheHostStarts) {
-    TestDatabase db;
-    TempDir dir;
-    create_scripted_effect_table(db.url());
-    const fs::path plugins = scripted_plugin_dir(dir.path());
-    const std::string first_log = (dir.path() / "first.log").string();
-    const auto first = started_host(db, plugins, first_log, "6s");
+TEST_F(HostIdentityE2E, AConnectionLostDuringTheStartUpChecksIsWaitedOutAndTheHostStarts) {
+    const std::string first_log = log_path("first");
+    const auto first = started_host(first_log, "6s");
     ASSERT_FALSE(::testing::Test::HasFailure());
     ASSERT_TRUE(wait_until([&] {
-        return db.scalar("SELECT count(*) FROM outbox_host WHERE host_id = 'shared-id' AND stopped_at IS NULL") == "1";
+        return db_.scalar("SELECT count(*) FROM outbox_host WHERE host_id = 'shared-id' AND stopped_at IS NULL") == "1";
     }, 10s));
     // Crashed: its row looks live for 3 beats (6 s), so the next process watches it for
     // 1.5 beats + 1 s (4 s) before it starts, which is when its connection is cut.
@@ -80,59 +85,55 @@ TEST(HostIdentityE2E, AConnectionLostDuringTheStartUpChecksIsWaitedOutAndTheHost
     first->wait(10s);
     const std::string hosts_backends =
         "FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'outboxd shared-id'";
-    ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) " + hosts_backends) == "0"; }, 10s));
+    ASSERT_TRUE(wait_until([&] { return db_.scalar("SELECT count(*) " + hosts_backends) == "0"; }, 10s));
 
-    const std::string second_log = (dir.path() / "second.log").string();
-    ChildProcess second({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "6s"), second_log);
-    ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT count(*) " + hosts_backends) != "0"; }, 10s))
+    const std::string second_log = log_path("second");
+    ChildProcess second({OUTBOXD_BINARY, "run"}, env("6s"), second_log);
+    ASSERT_TRUE(wait_until([&] { return db_.scalar("SELECT count(*) " + hosts_backends) != "0"; }, 10s))
         << read_file(second_log);
     EXPECT_EQ(read_file(second_log).find("started as"), std::string::npos) << "cut before it started";
-    EXPECT_NE(db.scalar("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) " + hosts_backends), "0") << read_file(second_log);
+    EXPECT_NE(db_.scalar("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) " + hosts_backends), "0") << read_file(second_log);
     ASSERT_TRUE(wait_until([&] { return read_file(second_log).find("started as shared-id") != std::string::npos; }, 30s))
         << read_file(second_log);
     EXPECT_NE(read_file(second_log).find("lost the database connection during start-up"), std::string::npos)
         << read_file(second_log);
     // It works: an event published now completes.
-    publish_many(db.url(), "TestRequested", R"({"db": true})", 1);
+    publish_many(db_.url(), "TestRequested", R"({"db": true})", 1);
     EXPECT_TRUE(wait_until([&] {
-        return db.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "1";
+        return db_.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "1";
     }, 15s));
     second.signal(SIGTERM);
     EXPECT_EQ(second.wait(20s), std::optional<int>(0)) << read_file(second_log);
 }
 
-TEST(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOldLeasesToTheRescuer) {
-    TestDatabase db;
-    TempDir dir;
-    create_scripted_effect_table(db.url());
-    const fs::path plugins = scripted_plugin_dir(dir.path());
-    const std::string first_log = (dir.path() / "first.log").string();
-    ChildProcess first({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "20s"), first_log);
-    const auto ids = publish_many(db.url(), "TestRequested", R"({"db": true, "sleep_ms": 60000})", 1);
-    ASSERT_TRUE(wait_until([&] { return db.scalar("SELECT status FROM event_publication WHERE event_id = '" + ids[0] + "'") ==
+TEST_F(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOldLeasesToTheRescuer) {
+    const std::string first_log = log_path("first");
+    ChildProcess first({OUTBOXD_BINARY, "run"}, env("20s"), first_log);
+    const auto ids = publish_many(db_.url(), "TestRequested", R"({"db": true, "sleep_ms": 60000})", 1);
+    ASSERT_TRUE(wait_until([&] { return db_.scalar("SELECT status FROM event_publication WHERE event_id = '" + ids[0] + "'") ==
                                         "PROCESSING"; }, 20s))
         << read_file(first_log);
     const std::string old_incarnation =
-        db.scalar("SELECT lease_incarnation FROM event_publication WHERE event_id = '" + ids[0] + "'");
+        db_.scalar("SELECT lease_incarnation FROM event_publication WHERE event_id = '" + ids[0] + "'");
     EXPECT_EQ(old_incarnation.size(), 16u) << "the claim records its process's incarnation";
     first.signal(SIGKILL);
     first.wait(10s);
 
     // Restarted at once, while the crashed process's row still looks live (heartbeat every 5 s).
-    const std::string second_log = (dir.path() / "second.log").string();
+    const std::string second_log = log_path("second");
     const auto restarted_at = std::chrono::steady_clock::now();
-    ChildProcess second({OUTBOXD_BINARY, "run"}, identity_env(db.url(), plugins, "20s"), second_log);
+    ChildProcess second({OUTBOXD_BINARY, "run"}, env("20s"), second_log);
     ASSERT_TRUE(wait_until([&] { return read_file(second_log).find("started as shared-id") != std::string::npos; }, 20s))
         << read_file(second_log);
     // It watches the row for 1.5 beats + 1 s (11 s); waiting until the row looked dead (3 beats) would take 20 s.
     EXPECT_LT(std::chrono::steady_clock::now() - restarted_at, 17s);
     EXPECT_TRUE(wait_until([&] {
-        const std::string now = db.scalar("SELECT coalesce(incarnation, '') FROM outbox_host WHERE host_id = 'shared-id'");
+        const std::string now = db_.scalar("SELECT coalesce(incarnation, '') FROM outbox_host WHERE host_id = 'shared-id'");
         return now.size() == 16 && now != old_incarnation;
     }, 10s)) << "the new process writes the row with an incarnation of its own";
     // The crashed process's lease is not the new one's: it stays until it expires and the
     // rescuer takes it (WORKER_LOST), which UntrackedLeases.* and the fault tier cover.
-    EXPECT_EQ(db.scalar("SELECT status || ' ' || lease_incarnation FROM event_publication WHERE event_id = '" + ids[0] + "'"),
+    EXPECT_EQ(db_.scalar("SELECT status || ' ' || lease_incarnation FROM event_publication WHERE event_id = '" + ids[0] + "'"),
               "PROCESSING " + old_incarnation);
     second.signal(SIGTERM);
     second.wait(20s);

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -125,7 +126,8 @@ void add_operations_commands(CLI::App& app, CommandLine& c) {
     c.op_cancel->add_option("ID", c.operation_id, "the operation id")->required();
     c.op_list = operations->add_subcommand("list", "the newest jobs first, every company's");
     c.op_list->add_option("--state", c.operation_state, "only jobs in this state")
-        ->check(CLI::IsMember({"running", "done", "cancelled", "failed"}));
+        ->check(CLI::IsMember(std::vector<std::string>(outbox::operations::kOperationStates.begin(),
+                                                       outbox::operations::kOperationStates.end())));
     c.op_list->add_option("--limit", c.operation_limit, "at most this many (1 to 100, default 20)")
         ->check(CLI::Range(1, outbox::operations::kMaxOperationList));
     c.op_list->add_option("--format", c.list_format, "text or json")->check(CLI::IsMember({"text", "json"}));
