@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <signal.h>
 
@@ -42,6 +44,8 @@ protected:
         auto host = std::make_unique<ChildProcess>(std::vector<std::string>{OUTBOXD_BINARY, "run"}, env(lease), log);
         EXPECT_TRUE(wait_until([&] { return read_file(log).find("started as shared-id") != std::string::npos; }, 20s))
             << read_file(log);
+        // Its row is written before it says it started, so a process started next finds it.
+        EXPECT_EQ(db_.scalar("SELECT count(*) FROM outbox_host WHERE host_id = 'shared-id' AND stopped_at IS NULL"), "1");
         return host;
     }
 
@@ -68,6 +72,37 @@ TEST_F(HostIdentityE2E, ASecondProcessUnderTheIdOfALiveHostRefusesToStartWithExi
     }, 15s));
     first->signal(SIGTERM);
     EXPECT_EQ(first->wait(20s), std::optional<int>(0));
+}
+
+// Two processes started at one moment both find no row; the second to write it is refused.
+TEST_F(HostIdentityE2E, OfTwoProcessesStartedAtOneMomentUnderOneIdOnlyOneStarts) {
+    const std::string refusal = "another outboxd process is running as host id 'shared-id'";
+    const std::vector<std::string> logs{log_path("a"), log_path("b")};
+    ChildProcess a({OUTBOXD_BINARY, "run"}, env("6s"), logs[0]);
+    ChildProcess b({OUTBOXD_BINARY, "run"}, env("6s"), logs[1]);
+    const auto settled = [&](const std::string& log) {
+        const std::string text = read_file(log);
+        return text.find("started as shared-id") != std::string::npos || text.find(refusal) != std::string::npos;
+    };
+    ASSERT_TRUE(wait_until([&] { return settled(logs[0]) && settled(logs[1]); }, 30s))
+        << read_file(logs[0]) << "\n" << read_file(logs[1]);
+    const bool a_refused = read_file(logs[0]).find(refusal) != std::string::npos;
+    ChildProcess& refused = a_refused ? a : b;
+    ChildProcess& started = a_refused ? b : a;
+    const std::string& refused_log = logs[a_refused ? 0 : 1];
+    const std::string& started_log = logs[a_refused ? 1 : 0];
+    EXPECT_EQ(refused.wait(20s), std::optional<int>(2)) << read_file(refused_log);
+    EXPECT_EQ(read_file(refused_log).find("started as"), std::string::npos) << read_file(refused_log);
+    EXPECT_NE(read_file(started_log).find("started as shared-id"), std::string::npos) << read_file(started_log);
+    EXPECT_EQ(read_file(started_log).find(refusal), std::string::npos) << read_file(started_log);
+    // The one that started keeps its row and works.
+    publish_many(db_.url(), "TestRequested", R"({"db": true})", 2);
+    EXPECT_TRUE(wait_until([&] {
+        return db_.scalar("SELECT count(*) FROM event_publication WHERE status = 'COMPLETED'") == "2";
+    }, 15s));
+    EXPECT_EQ(db_.scalar("SELECT count(*) FROM outbox_host WHERE host_id = 'shared-id' AND stopped_at IS NULL"), "1");
+    started.signal(SIGTERM);
+    EXPECT_EQ(started.wait(20s), std::optional<int>(0)) << read_file(started_log);
 }
 
 // A connection lost while the start-up checks run (a pooler or the server restarting) is

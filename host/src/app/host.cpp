@@ -240,19 +240,14 @@ bool Host::check_database_once(std::stop_token stop) {
     }
     check_least_privilege(*conn, config_.database.require_least_privilege);
     // Two processes under one host id would each take the other's leases for lost ones.
-    if (auto twin = fleet::find_live_twin(*conn, host_id_, incarnation_, stop)) throw StartError(2, *twin);
+    auto twin = fleet::find_live_twin(*conn, host_id_, incarnation_, stop);
+    if (twin.live) throw StartError(2, *twin.live);
+    left_beat_ = std::move(twin.left_beat);
     return true;
 }
 
 /// The fleet registry, the plugin watcher and retention, each on a thread of its own.
 void Host::start_services(const SettingsLookup& settings) {
-    registry_ = std::make_unique<fleet::FleetRegistry>(
-        fleet::FleetRegistry::Options{config_.database.url, host_id_, OUTBOXD_VERSION, config_.outbox.enabled,
-                                      std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
-                                                                          config_.outbox.lease_duration / 3),
-                                      std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); },
-                                      db::Migrator().latest_version(), schema_accepted_, incarnation_},
-        runtime_->outage(), runtime_->current_handlers());
     registry_service_.start("fleet registry", [this](std::stop_token token) { registry_->run(token); });
     // The watcher thread owns the plugin directory from here on.
     watcher_ = std::make_unique<plugin::PluginWatcher>(config_.plugins.dir, std::chrono::seconds{5}, [this, settings] {
@@ -319,6 +314,16 @@ bool Host::start(std::stop_token stop) {
     if (start_admin) admin_server_ = start_admin(metrics_, [this] { return runtime_->handlers(); });
     if (stop.stop_requested()) return false;
 
+    // The host's row is written before its first claim and its "started" line: a process
+    // started under this id later finds it, one started at the same moment is refused.
+    registry_ = std::make_unique<fleet::FleetRegistry>(
+        fleet::FleetRegistry::Options{config_.database.url, host_id_, OUTBOXD_VERSION, config_.outbox.enabled,
+                                      std::min<std::chrono::milliseconds>(std::chrono::seconds{5},
+                                                                          config_.outbox.lease_duration / 3),
+                                      std::chrono::hours{24}, [this] { return runtime_->abandoned_threads(); },
+                                      db::Migrator().latest_version(), schema_accepted_, incarnation_},
+        runtime_->outage(), runtime_->current_handlers());
+    if (auto taken = registry_->announce(left_beat_)) throw StartError(2, *taken);
     runtime_->start();
     start_services(settings);
     log::info("outboxd " OUTBOXD_VERSION " (schema " + std::to_string(db::Migrator().latest_version()) +

@@ -124,6 +124,7 @@ private:
     std::unique_ptr<plugin::PluginDirectory> plugins_;
     std::unique_ptr<dispatch::Runtime> runtime_;
     std::unique_ptr<AdminListener> admin_server_;
+    std::string left_beat_;  // the heartbeat of a dead twin's row the start-up check saw
     std::unique_ptr<fleet::FleetRegistry> registry_;
     std::unique_ptr<plugin::PluginWatcher> watcher_;
     std::atomic<plugin::PluginWatcher*> watcher_ready_{nullptr};

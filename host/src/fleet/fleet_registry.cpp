@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "db/connect.hpp"
 #include "db/db_session.hpp"
 
 namespace outbox::fleet {
@@ -23,6 +24,15 @@ SET version = excluded.version, started_at = excluded.started_at, last_heartbeat
     enabled = excluded.enabled, handlers = excluded.handlers, abandoned_threads = excluded.abandoned_threads,
     schema_needed = excluded.schema_needed, schema_supported_max = excluded.schema_supported_max,
     incarnation = excluded.incarnation
+)SQL";
+
+// The first write takes the id only if the row is this process's, stopped, silent for three
+// beats, or still shows the beat the start-up check watched not move.
+const std::string kAnnounceSql = std::string(kUpsertSql) + R"SQL(
+WHERE outbox_host.stopped_at IS NOT NULL OR outbox_host.incarnation IS NOT DISTINCT FROM excluded.incarnation
+   OR outbox_host.last_heartbeat_at <= now() - 3 * outbox_host.heartbeat_interval_ms * interval '1 millisecond'
+   OR outbox_host.last_heartbeat_at = NULLIF($12, '')::timestamptz
+RETURNING 1
 )SQL";
 
 // The row of another process running under this host id: not stopped, heartbeating within
@@ -130,8 +140,13 @@ FleetView read_fleet(pqxx::connection& conn) {
     return view;
 }
 
-std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::string& host_id,
-                                          const std::string& incarnation, const std::stop_token& stop) {
+std::string twin_refusal(const std::string& host_id, const std::string& detail) {
+    return "another outboxd process is running as host id '" + host_id + "' (" + detail +
+           "); give each process its own outbox.host_id (OUTBOX_HOST_ID), or leave it unset";
+}
+
+TwinCheck find_live_twin(pqxx::connection& conn, const std::string& host_id, const std::string& incarnation,
+                         const std::stop_token& stop) {
     const auto read = [&]() -> std::optional<pqxx::row> {
         pqxx::nontransaction tx(conn);
         const pqxx::result rows = tx.exec_params(kTwinSql, host_id, incarnation);
@@ -139,7 +154,7 @@ std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::str
         return rows[0];
     };
     const auto first = read();
-    if (!first) return std::nullopt;
+    if (!first) return {};
     // A process that crashed a moment ago left a row that still looks live: it is only
     // another process if its heartbeat moves on while this one watches.
     const std::string beat = (*first)[0].c_str();
@@ -151,14 +166,14 @@ std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::str
     while (std::chrono::steady_clock::now() < until && !stop.stop_requested()) {
         std::this_thread::sleep_for(std::chrono::milliseconds{100});
         const auto now = read();
-        if (!now) return std::nullopt;
+        if (!now) return {};
         if (beat != (*now)[0].c_str()) {
-            return "another outboxd process is running as host id '" + host_id + "' (outbox_host: release " +
-                   (*now)[2].c_str() + ", started " + (*now)[3].c_str() +
-                   ", heartbeating); give each process its own outbox.host_id (OUTBOX_HOST_ID), or leave it unset";
+            return {twin_refusal(host_id, std::string("outbox_host: release ") + (*now)[2].c_str() + ", started " +
+                                              (*now)[3].c_str() + ", heartbeating"),
+                    {}};
         }
     }
-    return std::nullopt;
+    return {std::nullopt, beat};
 }
 
 std::string release_summary(const FleetView& view) {
@@ -233,6 +248,24 @@ void FleetRegistry::refresh() {
         refresh_ = true;
     }
     refresh_cv_.notify_all();
+}
+
+std::optional<std::string> FleetRegistry::announce(const std::string& left_beat) {
+    pqxx::result rows;
+    try {
+        const auto conn = db::open_connection(options_.database_url);
+        pqxx::nontransaction tx(*conn);
+        rows = tx.exec_params(kAnnounceSql, options_.host_id, options_.version,
+                              std::chrono::duration<double>(started_at_.time_since_epoch()).count(),
+                              static_cast<int>(options_.heartbeat_interval.count()), false, options_.enabled,
+                              handlers_json(*handlers_.get()), 0, options_.schema_needed, options_.schema_supported_max,
+                              options_.incarnation, left_beat);
+    } catch (const std::exception&) {
+        // The outage log and the first beat's session report a database that is away.
+        return std::nullopt;
+    }
+    if (!rows.empty()) return std::nullopt;
+    return twin_refusal(options_.host_id, "it started while this one did");
 }
 
 void FleetRegistry::run(std::stop_token stop) {

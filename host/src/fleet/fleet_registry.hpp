@@ -66,11 +66,18 @@ struct FleetView {
 /// schema first; "no live host" when there is none.
 std::string release_summary(const FleetView& view);
 
-/// Another live process under `host_id` (a row not stopped, of another incarnation, whose
-/// heartbeat moves on while this watches, at most about one of its heartbeat intervals): a
-/// one-line description of it, or nothing (no such row, or its process has died and left it).
-std::optional<std::string> find_live_twin(pqxx::connection& conn, const std::string& host_id,
-                                          const std::string& incarnation, const std::stop_token& stop);
+/// What the start-up check saw under this host id.
+struct TwinCheck {
+    /// Another live process (a row not stopped, of another incarnation, whose heartbeat
+    /// moved on while this watched, at most about one and a half of its intervals): a
+    /// one-line description of it.
+    std::optional<std::string> live;
+    /// The heartbeat of a row that looked live but did not move (its process died): this
+    /// process takes the id over only while the row still shows it. Empty when no row.
+    std::string left_beat;
+};
+TwinCheck find_live_twin(pqxx::connection& conn, const std::string& host_id, const std::string& incarnation,
+                         const std::stop_token& stop);
 
 /// Reads the registry. Hosts silent for more than 3 of their heartbeat intervals are gone.
 FleetView read_fleet(pqxx::connection& conn);
@@ -102,6 +109,13 @@ public:
         : options_(std::move(options)), outage_(outage), handlers_(handlers),
           started_at_(std::chrono::system_clock::now()) {}
 
+    /// Writes the row once, before the host claims anything, so that a process started
+    /// under this id later finds it. The write takes the id only if no other process wrote
+    /// the row since find_live_twin() looked (`left_beat` is what it saw): two processes
+    /// started at one moment both pass the check, and the second to write is refused with
+    /// a one-line reason. Nothing when written, or when the database could not be written
+    /// (run() writes the row at its first beat then).
+    std::optional<std::string> announce(const std::string& left_beat);
     void run(std::stop_token stop);
     /// Writes the row now (after a handler change) instead of at the next beat.
     void refresh();
