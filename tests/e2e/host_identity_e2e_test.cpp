@@ -6,9 +6,12 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <signal.h>
+
+#include <pqxx/pqxx>
 
 #include "support/child_process.hpp"
 #include "support/pg_fixture.hpp"
@@ -139,6 +142,49 @@ TEST_F(HostIdentityE2E, AConnectionLostDuringTheStartUpChecksIsWaitedOutAndTheHo
     }, 15s));
     second.signal(SIGTERM);
     EXPECT_EQ(second.wait(20s), std::optional<int>(0)) << read_file(second_log);
+}
+
+// The start-up's connections share one database.startup_timeout: a connection lost during
+// the checks, to a database that then refuses every connection, ends the start within that
+// timeout, not a fresh one after the loss.
+TEST_F(HostIdentityE2E, AStartUpThatLosesTheDatabaseForGoodExitsOneWithinOneStartupTimeout) {
+    const std::string first_log = log_path("first");
+    // A 12 s lease beats every 4 s: the next process watches the crashed row for 7 s.
+    const auto first = started_host(first_log, "12s");
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    first->signal(SIGKILL);
+    first->wait(10s);
+    const std::string hosts_backends =
+        "FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'outboxd shared-id'";
+    ASSERT_TRUE(wait_until([&] { return db_.scalar("SELECT count(*) " + hosts_backends) == "0"; }, 10s));
+
+    auto second_env = env("12s");
+    second_env["OUTBOX_DATABASE_STARTUP_TIMEOUT"] = "6s";
+    const std::string second_log = log_path("second");
+    const auto started = std::chrono::steady_clock::now();
+    ChildProcess second({OUTBOXD_BINARY, "run"}, second_env, second_log);
+    ASSERT_TRUE(wait_until([&] { return db_.scalar("SELECT count(*) " + hosts_backends) != "0"; }, 10s))
+        << read_file(second_log);
+    // 5 s into its 6 s, while it still watches, the database stops taking connections.
+    std::this_thread::sleep_until(started + 5s);
+    ASSERT_EQ(read_file(second_log).find("started as"), std::string::npos) << read_file(second_log);
+    {
+        pqxx::connection admin(server_url());
+        pqxx::nontransaction tx(admin);
+        tx.exec("ALTER DATABASE " + tx.quote_name(db_.name()) + " WITH ALLOW_CONNECTIONS false");
+        tx.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = " + tx.quote(db_.name()) +
+                " AND application_name = 'outboxd shared-id'");
+    }
+    const auto code = second.wait(20s);
+    const auto took = std::chrono::steady_clock::now() - started;
+    {
+        pqxx::connection admin(server_url());
+        pqxx::nontransaction(admin).exec("ALTER DATABASE " + admin.quote_name(db_.name()) + " WITH ALLOW_CONNECTIONS true");
+    }
+    EXPECT_EQ(code, std::optional<int>(1)) << read_file(second_log);
+    EXPECT_NE(read_file(second_log).find("within database.startup_timeout"), std::string::npos) << read_file(second_log);
+    // 6 s from its start, and 3 s for a loaded machine; a fresh timeout after the loss ends at 11 s.
+    EXPECT_LT(took, 9s) << read_file(second_log);
 }
 
 TEST_F(HostIdentityE2E, AProcessRestartedUnderItsIdAfterACrashStartsAndLeavesTheOldLeasesToTheRescuer) {

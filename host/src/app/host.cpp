@@ -145,8 +145,9 @@ std::string migration_url(const config::Config& config) {
 }
 
 std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop,
-                                                      const std::optional<std::string>& url) {
-    const auto deadline = std::chrono::steady_clock::now() + config.database.startup_timeout;
+                                                      const std::optional<std::string>& url,
+                                                      std::optional<std::chrono::steady_clock::time_point> until) {
+    const auto deadline = until.value_or(std::chrono::steady_clock::now() + config.database.startup_timeout);
     db::ReconnectBackoff backoff;
     bool said = false;
     bool bad_url = false;
@@ -212,7 +213,7 @@ bool Host::check_database(std::stop_token stop) {
     db::ReconnectBackoff backoff;
     for (;;) {
         try {
-            return check_database_once(stop);
+            return check_database_once(stop, deadline);
         } catch (const StartError&) {
             throw;
         } catch (...) {
@@ -228,14 +229,16 @@ bool Host::check_database(std::stop_token stop) {
     }
 }
 
-bool Host::check_database_once(std::stop_token stop) {
+bool Host::check_database_once(std::stop_token stop, std::chrono::steady_clock::time_point deadline) {
+    // Every connection of the start-up shares one database.startup_timeout.
     auto conn = connect_at_start_up(config_, stop,
-                                    options_.migrate_first ? std::optional(migration_url(config_)) : std::nullopt);
+                                    options_.migrate_first ? std::optional(migration_url(config_)) : std::nullopt,
+                                    deadline);
     if (!conn) return false;
     schema_accepted_ = check_schema(*conn, options_.migrate_first, config_.database.startup_timeout);
     // The processing connection is database.url, whatever --migrate connected to.
     if (options_.migrate_first && !config_.database.session_url.empty()) {
-        conn = connect_at_start_up(config_, stop, std::nullopt);
+        conn = connect_at_start_up(config_, stop, std::nullopt, deadline);
         if (!conn) return false;
     }
     check_least_privilege(*conn, config_.database.require_least_privilege);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
@@ -42,11 +43,13 @@ private:
 /// The connection settings of `config` (database.*), naming the process `application_name`.
 db::ConnectionSettings connection_settings_of(const config::Config& config, const std::string& application_name);
 
-/// Opens a connection, retrying with backoff for database.startup_timeout while the server
-/// cannot be reached (one log line says the host is waiting). Returns nullptr when `stop`
-/// was requested meanwhile; throws StartError(1) when the time is up.
-std::unique_ptr<pqxx::connection> connect_at_start_up(const config::Config& config, std::stop_token stop,
-                                                      const std::optional<std::string>& url = std::nullopt);
+/// Opens a connection, retrying with backoff while the server cannot be reached (one log
+/// line says the host is waiting), until `deadline` (by default database.startup_timeout from
+/// now). Returns nullptr when `stop` was requested meanwhile; throws StartError(1) when the
+/// time is up.
+std::unique_ptr<pqxx::connection> connect_at_start_up(
+    const config::Config& config, std::stop_token stop, const std::optional<std::string>& url = std::nullopt,
+    std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 /// The connection migrations run on: they hold a session advisory lock and set the
 /// session's search_path, so behind a transaction-mode pooler they need
@@ -108,7 +111,7 @@ public:
 
 private:
     bool check_database(std::stop_token stop);
-    bool check_database_once(std::stop_token stop);
+    bool check_database_once(std::stop_token stop, std::chrono::steady_clock::time_point deadline);
     void start_services(const std::function<config::HandlerSettings(const std::string&)>& settings);
     /// Sends the STATUS= line every 10 s (and beats the watchdog when nothing claims).
     void report_status(std::stop_token stop);
