@@ -76,7 +76,7 @@ export OUTBOX_TEST_DATABASE_URL
 status=0
 if [[ "$mode" == asan ]]; then
   # By name: the sample plugins' own tests carry these labels too, and are not built here.
-  ctest --test-dir "$build_dir" --output-on-failure -R '^(unit|integration)$' || status=$?
+  ctest --test-dir "$build_dir" --output-on-failure -R '^(unit|integration|integration_at_scale)$' || status=$?
 else
   # The tests that run hosts, workers, heartbeats, limiters, deadlines and watchers
   # concurrently (tests/CMakeLists.txt, outbox_concurrency_tests). Every suite named must

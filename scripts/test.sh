@@ -10,12 +10,12 @@
 # The `failover` label (tests/failover) kills a primary under three hosts and promotes its
 # standby: scripts/test.sh -L failover.
 # Without arguments (as CI runs it) every tier runs (scripts/tiers.sh: the fault tier beside
-# the others), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
+# the others; the integration tier's main entry only under ASan+UBSan, below), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
 # PgBouncer tier (ctest -L pgbouncer, bounded to 7 minutes), the failover test (ctest -L
 # failover, bounded to 7 minutes), the benchmark's smoke run (bench/run.sh --quick on this
 # build), scripts/check-observability.sh, scripts/package-test.sh (the Debian packages
-# built, linted, installed, upgraded and purged), scripts/sanitize.sh asan and tsan and
-# scripts/fuzz.sh. The sanitizer and fuzzer builds run in the background, at the lowest CPU
+# built, linted, installed, upgraded and purged), scripts/sanitize.sh asan, then tsan with
+# scripts/fuzz.sh beside it (scripts/tsan-and-fuzz.sh). The sanitizer and fuzzer builds run in the background, at the lowest CPU
 # priority, from the end of the main build on. Every stage runs and is bounded; any failure
 # fails the script; at the end it prints how long each stage took.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
@@ -110,7 +110,9 @@ fi
 # The pgbouncer and failover tiers run as stages of their own below (their clusters are
 # their own); the fault tier runs beside the others (scripts/tiers.sh). Each test has its own
 # timeout; the stage's bound is only a backstop.
-stage 3600 "$root/scripts/tiers.sh" "$build_dir"
+# The integration tier runs once, under ASan+UBSan (its admin load test also here, at full
+# size): scripts/sanitize.sh asan below.
+stage 3600 "$root/scripts/tiers.sh" "$build_dir" --integration-sanitized
 "$root/scripts/pg.sh" stop "$pg_dir" || true
 
 as_root=()
@@ -141,13 +143,11 @@ stage 2400 "${as_root[@]}" "$root/scripts/package-test.sh"
 await_build asan
 stage 1800 "$root/scripts/sanitize.sh" asan
 await_build tsan
-stage 1800 "$root/scripts/sanitize.sh" tsan
-await_build fuzz
+stage 1800 "$root/scripts/tsan-and-fuzz.sh" "$prebuilt.fuzz" "$prebuild_pid"
 prebuild_code=0
 wait "$prebuild_pid" || prebuild_code=$?
 prebuild_pid=
 durations+=("sanitizer and fuzzer builds, in the background: $((SECONDS - prebuild_started)) s (exit $prebuild_code)")
-stage 900 "$root/scripts/fuzz.sh"
 # How long each stage took, for the README's table (the whole run: $SECONDS s).
 printf 'test.sh: took %s\n' "${durations[@]}" "in all: $SECONDS s, CPU busy $(($(cpu_busy) - busy_at_start)) s of $((SECONDS * $(nproc))) core-seconds" >&2
 if ((${#failed[@]})); then

@@ -5,16 +5,21 @@
 # test keeps to databases and roles named after its own process, so the two streams share
 # nothing but the machine. The fault tier's output follows the others'.
 #   scripts/tiers.sh <build-dir>
+#   scripts/tiers.sh <build-dir> --integration-sanitized   leaves out the integration tier's
+#       main entry (`integration`), which scripts/test.sh runs under ASan+UBSan instead
+#       (scripts/sanitize.sh asan); its full-size admin load test (`integration_at_scale`) stays
 set -euo pipefail
 
-build_dir=${1:?usage: scripts/tiers.sh <build-dir>}
+build_dir=${1:?usage: scripts/tiers.sh <build-dir> [--integration-sanitized]}
+exclude=()
+[[ "${2:-}" == --integration-sanitized ]] && exclude=(-E '^integration$')
 fault_log=$(mktemp)
 trap 'rm -f "$fault_log"' EXIT
 
 ctest --test-dir "$build_dir" --output-on-failure -L fault >"$fault_log" 2>&1 &
 fault_pid=$!
 status=0
-ctest --test-dir "$build_dir" --output-on-failure -LE 'pgbouncer|failover|fault' || status=$?
+ctest --test-dir "$build_dir" --output-on-failure -LE 'pgbouncer|failover|fault' "${exclude[@]}" || status=$?
 fault_status=0
 wait "$fault_pid" || fault_status=$?
 echo "tiers.sh: the fault tier, run beside the others:"
