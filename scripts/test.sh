@@ -10,14 +10,16 @@
 # The `failover` label (tests/failover) kills a primary under three hosts and promotes its
 # standby: scripts/test.sh -L failover.
 # Without arguments (as CI runs it) every tier runs (scripts/tiers.sh: the fault tier beside
-# the others; the integration tier's main entry only under ASan+UBSan, below), then the rolling-upgrade test (scripts/upgrade-test.sh on this build), the
-# PgBouncer tier (ctest -L pgbouncer, bounded to 7 minutes), the failover test (ctest -L
-# failover, bounded to 7 minutes), the benchmark's smoke run (bench/run.sh --quick on this
-# build), scripts/check-observability.sh, scripts/package-test.sh (the Debian packages
-# built, linted, installed, upgraded and purged), scripts/sanitize.sh asan, then tsan with
-# scripts/fuzz.sh beside it (scripts/tsan-and-fuzz.sh). The sanitizer and fuzzer builds run in the background, at the lowest CPU
-# priority, from the end of the main build on. Every stage runs and is bounded; any failure
-# fails the script; at the end it prints how long each stage took.
+# the others; the integration tier's main entry only under ASan+UBSan, below), then the
+# rolling-upgrade test (scripts/upgrade-test.sh on this build), the PgBouncer tier (ctest -L
+# pgbouncer, bounded to 7 minutes), the failover test (ctest -L failover, bounded to 7
+# minutes), the benchmark's smoke run (bench/run.sh --quick on this build),
+# scripts/check-observability.sh, scripts/package-test.sh (the Debian packages built,
+# linted, installed, upgraded and purged), scripts/sanitize.sh asan, then tsan with
+# scripts/fuzz.sh beside it (scripts/tsan-and-fuzz.sh). The sanitizer and fuzzer builds run
+# in the background, at the lowest CPU priority, from the end of the main build on. Every
+# stage runs and is bounded; any failure fails the script; at the end it prints how long
+# each stage took.
 # OUTBOX_BUILD_DIR overrides the build directory (default: build/).
 set -euo pipefail
 

@@ -12,7 +12,14 @@ set -euo pipefail
 
 build_dir=${1:?usage: scripts/tiers.sh <build-dir> [--integration-sanitized]}
 exclude=()
-[[ "${2:-}" == --integration-sanitized ]] && exclude=(-E '^integration$')
+case "${2:-}" in
+  "") ;;
+  --integration-sanitized) exclude=(-E '^integration$') ;;
+  *)
+    echo "scripts/tiers.sh: unknown argument '$2' (usage: scripts/tiers.sh <build-dir> [--integration-sanitized])" >&2
+    exit 2
+    ;;
+esac
 fault_log=$(mktemp)
 trap 'rm -f "$fault_log"' EXIT
 

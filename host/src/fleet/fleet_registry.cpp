@@ -140,10 +140,14 @@ FleetView read_fleet(pqxx::connection& conn) {
     return view;
 }
 
+namespace {
+
 std::string twin_refusal(const std::string& host_id, const std::string& detail) {
     return "another outboxd process is running as host id '" + host_id + "' (" + detail +
            "); give each process its own outbox.host_id (OUTBOX_HOST_ID), or leave it unset";
 }
+
+}  // namespace
 
 TwinCheck find_live_twin(pqxx::connection& conn, const std::string& host_id, const std::string& incarnation,
                          const std::stop_token& stop) {
@@ -254,6 +258,9 @@ std::optional<std::string> FleetRegistry::announce(const std::string& left_beat)
     pqxx::result rows;
     try {
         const auto conn = db::open_connection(options_.database_url);
+        // Bounded like every call (a row lock held elsewhere, a silent server): on timeout
+        // the host starts and the first beat writes the row.
+        db::CallGuard guard(*conn);
         pqxx::nontransaction tx(*conn);
         rows = tx.exec_params(kAnnounceSql, options_.host_id, options_.version,
                               std::chrono::duration<double>(started_at_.time_since_epoch()).count(),
